@@ -1,0 +1,51 @@
+// Command ferretdb runs an embedded FerretDB v1 (SQLite backend) for Ticketry's
+// local stack and tests. The upstream cmd/ferretdb needs a generated version file,
+// so we wrap the embeddable package instead.
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:27017", "TCP address to listen on")
+	dir := flag.String("dir", ".data/ferretdb", "SQLite data directory")
+	level := flag.String("log-level", "warn", "log level: debug, info, warn, error")
+	flag.Parse()
+
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		log.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{TCP: *listen},
+		Logger:    logger,
+		Handler:   "sqlite",
+		SQLiteURL: "file:" + *dir + "/",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	logger.Warn("ferretdb listening", "addr", *listen, "dir", *dir)
+	if err := f.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+}

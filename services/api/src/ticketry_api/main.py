@@ -1,0 +1,98 @@
+"""Wiring and lifespan of the API service (plus its projector and outbox sweep)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+
+import uvicorn
+from fastapi import FastAPI
+
+from ticketry.codes import load_keyring
+from ticketry.db import connect_mongo, connect_redis, ensure_groups
+from ticketry.emit import Emitter
+from ticketry.telemetry import setup_logging
+from ticketry_api import errors
+from ticketry_api.config import ApiSettings
+from ticketry_api.deps import AppState
+from ticketry_api.middleware import BodyLimit, SecurityHeaders
+from ticketry_api.orders import sweep_outbox
+from ticketry_api.projector import run_projector
+from ticketry_api.routes import checkins, events, health, orders, tickets
+
+log = logging.getLogger(__name__)
+
+
+async def _every(interval_s: float, stop: asyncio.Event, name: str, fn: object) -> None:
+    assert callable(fn)
+    while not stop.is_set():
+        try:
+            await fn()
+        except Exception:
+            log.exception("%s failed; will retry", name)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)
+
+
+def create_app(settings: ApiSettings | None = None) -> FastAPI:
+    settings = settings or ApiSettings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        redis = connect_redis(settings.redis_url)
+        mongo = await connect_mongo(settings.mongo_url)
+        await ensure_groups(redis)
+        keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
+        app.state.ticketry = AppState(settings, redis, keyring, Emitter(redis))
+        stop = asyncio.Event()
+        tasks = []
+        if settings.run_projector:
+            consumer = f"api-{socket.gethostname()}-{os.getpid()}"
+            tasks.append(asyncio.create_task(run_projector(redis, consumer, settings.projector_batch, stop)))
+        tasks.append(
+            asyncio.create_task(
+                _every(
+                    settings.outbox_interval_s, stop, "outbox sweep",
+                    lambda: sweep_outbox(redis, keyring, settings.outbox_grace_s),
+                )
+            )
+        )  # fmt: skip
+        try:
+            yield
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await redis.aclose()
+            await mongo.close()
+
+    app = FastAPI(
+        title="Ticketry API",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Events, orders, tickets, PDF download and check-in.",
+    )
+    errors.install(app)
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    for r in (events.router, orders.router, tickets.router, checkins.router, health.router):
+        app.include_router(r)
+    return app
+
+
+def run() -> None:
+    settings = ApiSettings()
+    setup_logging("api", settings.log_level)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.api_host,
+        port=settings.api_port,
+        loop="uvloop",
+        http="httptools",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )

@@ -1,0 +1,211 @@
+"""Placing orders: capacity, idempotency, and the outbox into the render stream.
+
+Order of writes (no transactions on FerretDB, so each step is safe to crash after):
+
+1. ``$inc`` the event's ``sold`` with a filter that only matches while enough
+   tickets are left — one conditional update, never read-then-write, so
+   concurrent orders cannot oversell.
+2. Insert the order (``enqueued=False``) — the outbox record — and its tickets.
+   A unique ``idem`` field (owner + Idempotency-Key) makes a duplicate POST lose
+   here; the loser gives its reservation back and answers with the winner.
+3. One MULTI/EXEC: the order's progress hash and one render request per ticket.
+4. Mark the order ``enqueued``; only then answer 202.
+
+A crash between 2 and 4 leaves ``enqueued=False``; the outbox sweep re-enqueues
+such orders (renderers are idempotent per ticket, so a second copy is harmless).
+A crash between 1 and 2 can only leave capacity reserved and unsold (never
+oversold); the buyer got no 2xx and retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import TypeVar
+
+import orjson
+from pymongo.errors import DuplicateKeyError
+from redis.asyncio import Redis
+
+from ticketry import streams
+from ticketry.auth import Principal
+from ticketry.codes import Keyring
+from ticketry.documents import Event, Order, Ticket
+from ticketry.events import RenderRequest
+from ticketry.ids import is_valid_id, new_id
+from ticketry_api.errors import Problem
+from ticketry_api.schemas import OrderIn
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def request_hash(body: OrderIn) -> str:
+    return hashlib.sha256(orjson.dumps(body.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def price_of(event: Event) -> Decimal:
+    return Decimal(event.price_minor).scaleb(-2)
+
+
+async def place_order(
+    *,
+    redis: Redis,
+    keyring: Keyring,
+    principal: Principal,
+    body: OrderIn,
+    idempotency_key: str | None,
+    max_quantity: int,
+) -> Order:
+    """Reserve capacity, record the order and its tickets, enqueue the renders."""
+    if body.quantity > max_quantity:
+        raise Problem(422, "quantity too large", f"at most {max_quantity} tickets per order")
+    digest = request_hash(body)
+    idem = f"{principal.sub}:{idempotency_key}" if idempotency_key else None
+    if idem is not None:
+        existing = await Order.find_one({"idem": idem})
+        if existing is not None:
+            return await _replay(existing, digest)
+
+    if not is_valid_id(body.event_id, "ev"):
+        raise Problem(404, "event not found")
+    event = await Event.get(body.event_id)
+    if event is None:
+        raise Problem(404, "event not found")
+
+    events = Event.get_pymongo_collection()
+    reserved = await events.update_one(
+        {"_id": event.id, "sold": {"$lte": event.capacity - body.quantity}},
+        {"$inc": {"sold": body.quantity}},
+    )
+    if reserved.modified_count != 1:
+        if idem is not None and (winner := await Order.find_one({"idem": idem})) is not None:
+            return await _replay(winner, digest)
+        raise Problem(409, "sold out", "the event has fewer tickets left than requested")
+
+    order_id = new_id("or")
+    ticket_ids = [new_id("tk") for _ in range(body.quantity)]
+    order = Order(
+        id=order_id,
+        owner_id=principal.sub,
+        event_id=event.id,
+        quantity=body.quantity,
+        tier=body.tier,
+        holder_name=body.holder_name,
+        ticket_ids=ticket_ids,
+        idempotency_key=idempotency_key,
+        idem=idem or f"auto:{order_id}",
+        request_hash=digest,
+    )
+    doc = order.model_dump(by_alias=True)
+    try:
+        await Order.get_pymongo_collection().insert_one(doc)
+    except DuplicateKeyError:
+        # Lost a race with the same Idempotency-Key: give the reservation back.
+        await events.update_one({"_id": event.id}, {"$inc": {"sold": -body.quantity}})
+        winner = await Order.find_one({"idem": idem})
+        if winner is None:  # pragma: no cover - the unique index says it exists
+            raise Problem(409, "conflict", "retry the request") from None
+        return await _replay(winner, digest)
+
+    tickets = [
+        Ticket(
+            id=tid,
+            order_id=order_id,
+            event_id=event.id,
+            owner_id=principal.sub,
+            holder_name=body.holder_name,
+            tier=body.tier,
+            key_id=keyring.active_kid,
+        ).model_dump(by_alias=True)
+        for tid in ticket_ids
+    ]
+    for chunk in _chunks(tickets, 2000):
+        await Ticket.get_pymongo_collection().insert_many(chunk, ordered=False)
+    await enqueue(redis, keyring, order, event, ticket_ids)
+    return order
+
+
+async def enqueue(
+    redis: Redis, keyring: Keyring, order: Order, event: Event, ticket_ids: Sequence[str]
+) -> None:
+    """Write the progress hash and the render requests in one MULTI/EXEC, then
+    mark the order enqueued. Safe to repeat (the outbox sweep does)."""
+    lane = streams.render_lane(order.tier, order.quantity)
+    price = str(price_of(event))
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hset(
+            streams.order_progress(order.id),
+            mapping={"total": order.quantity, "owner": order.owner_id, "order_id": order.id},
+        )
+        pipe.expire(streams.order_progress(order.id), streams.PROGRESS_TTL_S)
+        for tid in ticket_ids:
+            req = RenderRequest(
+                ticket_id=tid,
+                order_id=order.id,
+                event_id=event.id,
+                event_name=event.name,
+                venue=event.venue,
+                starts_at=event.starts_at,
+                holder_name=order.holder_name,
+                tier=order.tier,
+                price=Decimal(price),
+                currency=event.currency,
+                code=keyring.sign(tid),
+                total=order.quantity,
+                correlation_id=order.id,
+            )
+            pipe.xadd(lane, req.to_fields())  # type: ignore[arg-type]
+        await pipe.execute()
+    await Order.get_pymongo_collection().update_one({"_id": order.id}, {"$set": {"enqueued": True}})
+    order.enqueued = True
+
+
+async def _replay(order: Order, digest: str) -> Order:
+    """Answer a repeated Idempotency-Key with the first order (or refuse a new body)."""
+    if order.request_hash != digest:
+        raise Problem(422, "idempotency key reused", "this Idempotency-Key was used with another body")
+    # The first request may still be writing its render requests; 2xx only once durable.
+    for _ in range(100):
+        if order.enqueued:
+            return order
+        await asyncio.sleep(0.05)
+        fresh = await Order.get(order.id)
+        order = fresh if fresh is not None else order
+    raise Problem(409, "order in progress", "the first request with this key is still running")
+
+
+async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
+    """Re-enqueue orders recorded but never enqueued (their api crashed)."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=grace_s)
+    count = 0
+    async for order in Order.find({"enqueued": False, "created_at": {"$lt": cutoff}}):
+        event = await Event.get(order.event_id)
+        if event is None:
+            continue
+        existing = {
+            t["_id"]
+            async for t in Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1})
+        }
+        missing = [
+            Ticket(
+                id=tid, order_id=order.id, event_id=event.id, owner_id=order.owner_id,
+                holder_name=order.holder_name, tier=order.tier, key_id=keyring.active_kid,
+            ).model_dump(by_alias=True)
+            for tid in order.ticket_ids
+            if tid not in existing
+        ]  # fmt: skip
+        if missing:
+            await Ticket.get_pymongo_collection().insert_many(missing, ordered=False)
+        await enqueue(redis, keyring, order, event, order.ticket_ids)
+        log.warning("outbox: re-enqueued order", extra={"order_id": order.id})
+        count += 1
+    return count
+
+
+def _chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -1,0 +1,48 @@
+"""/v1/tickets"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse
+
+from ticketry.auth import Principal
+from ticketry.documents import Ticket
+from ticketry.ids import is_valid_id
+from ticketry.storage import pdf_path
+from ticketry_api.deps import AnyUser, State
+from ticketry_api.errors import Problem
+from ticketry_api.schemas import TicketOut
+
+router = APIRouter(prefix="/v1/tickets", tags=["tickets"])
+
+
+async def owned_ticket(ticket_id: str, who: Principal) -> Ticket:
+    ticket = await Ticket.get(ticket_id) if is_valid_id(ticket_id, "tk") else None
+    if ticket is None or not who.owns(ticket.owner_id):
+        raise Problem(404, "ticket not found")
+    return ticket
+
+
+@router.get("/{ticket_id}", response_model=TicketOut)
+async def get_ticket(ticket_id: str, who: AnyUser) -> TicketOut:
+    t = await owned_ticket(ticket_id, who)
+    return TicketOut(
+        id=t.id, order_id=t.order_id, event_id=t.event_id, holder_name=t.holder_name,
+        tier=t.tier, status=t.status, pdf_url=f"/v1/tickets/{t.id}/pdf",
+    )  # fmt: skip
+
+
+@router.get(
+    "/{ticket_id}/pdf",
+    response_class=FileResponse,
+    responses={200: {"content": {"application/pdf": {}}}},
+)
+async def get_ticket_pdf(ticket_id: str, who: AnyUser, state: State) -> FileResponse:
+    t = await owned_ticket(ticket_id, who)
+    path = pdf_path(state.settings.storage_dir, t.order_id, t.id)
+    if t.status in ("queued", "failed") or not path.is_file():
+        raise Problem(409, "not rendered", "the ticket's PDF is not ready")
+    return FileResponse(
+        path, media_type="application/pdf", filename=f"{t.id}.pdf",
+        headers={"Cache-Control": "private, no-store"},
+    )  # fmt: skip

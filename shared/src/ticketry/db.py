@@ -1,0 +1,57 @@
+"""Connections to Redis and MongoDB, shared by every service."""
+
+from __future__ import annotations
+
+from beanie import init_beanie
+from pymongo import AsyncMongoClient
+from pymongo.uri_parser import parse_uri
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import BusyLoadingError, ConnectionError, ResponseError, TimeoutError
+
+from ticketry.documents import ALL_DOCUMENTS
+
+
+def connect_redis(url: str, *, timeout_s: float = 10.0) -> Redis:
+    """A client that reconnects by itself (Redis restarts are routine, not fatal)."""
+    return Redis.from_url(
+        url,
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
+        retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
+        health_check_interval=15,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=5.0,
+    )
+
+
+async def connect_mongo(url: str) -> AsyncMongoClient[dict[str, object]]:
+    """Connect and initialise beanie on the database named in ``url``."""
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
+        url, tz_aware=True, serverSelectionTimeoutMS=10_000
+    )
+    db_name = parse_uri(url).get("database") or "ticketry"
+    await init_beanie(database=client[db_name], document_models=ALL_DOCUMENTS)
+    return client
+
+
+async def ensure_group(redis: Redis, stream: str, group: str) -> None:
+    """Create ``group`` at the very start of ``stream`` (and the stream) if missing.
+
+    Starting at ``0``, not ``$``: entries added before the group existed are not
+    skipped. Deploys create groups up front (KEDA errors on a missing group).
+    """
+    try:
+        await redis.xgroup_create(stream, group, id="0", mkstream=True)
+    except ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+async def ensure_groups(redis: Redis) -> None:
+    """Every consumer group of the system (idempotent)."""
+    from ticketry import streams
+
+    for lane in streams.RENDER_LANES:
+        await ensure_group(redis, lane, streams.RENDERERS_GROUP)
+    await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)

@@ -1,0 +1,104 @@
+"""MongoDB documents (beanie). Read models and the records the API owns.
+
+Kept to what FerretDB v1 supports: string ids, no links/$lookup, no
+transactions, no TTL/text/partial indexes, money as integer minor units.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+import pymongo
+from beanie import Document
+from pydantic import Field
+
+TicketStatus = Literal["queued", "rendered", "failed", "checked_in", "revoked"]
+OrderStatus = Literal["processing", "completed", "partially_failed", "failed", "cancelled"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Event(Document):
+    """Something people buy tickets for. ``sold`` only ever moves by a
+    conditional ``$inc`` (see ``ticketry_api.orders``)."""
+
+    id: str  # type: ignore[assignment]
+    name: str
+    venue: str
+    starts_at: datetime
+    capacity: int
+    sold: int = 0
+    price_minor: int
+    currency: str
+    organizer_id: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "events"
+
+
+class Order(Document):
+    """An order and its progress counters (folded in by the projector)."""
+
+    id: str  # type: ignore[assignment]
+    owner_id: str
+    event_id: str
+    quantity: int
+    tier: Literal["standard", "vip"]
+    holder_name: str
+    status: OrderStatus = "processing"
+    rendered: int = 0
+    failed: int = 0
+    ticket_ids: list[str]
+    # Set once the render requests are durably in the stream; the outbox sweep
+    # re-enqueues orders that never got there (crash between insert and XADD).
+    enqueued: bool = False
+    idempotency_key: str | None = None
+    # ``<owner>:<Idempotency-Key>`` or ``auto:<order id>``; unique, so a duplicate
+    # POST cannot create a second order even when both race past every check.
+    idem: str
+    request_hash: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "orders"
+        indexes = [
+            pymongo.IndexModel([("idem", 1)], unique=True),
+            pymongo.IndexModel([("enqueued", 1), ("created_at", 1)]),
+        ]
+
+
+class Ticket(Document):
+    id: str  # type: ignore[assignment]
+    order_id: str
+    event_id: str
+    owner_id: str
+    holder_name: str
+    tier: Literal["standard", "vip"]
+    status: TicketStatus = "queued"
+    key_id: str
+    rendered_at: datetime | None = None
+    failure_reason: str | None = None
+    checked_in_at: datetime | None = None
+
+    class Settings:
+        name = "tickets"
+        indexes = [pymongo.IndexModel([("order_id", 1)])]
+
+
+class CheckinAttempt(Document):
+    """Every check-in attempt, accepted or not (audit trail)."""
+
+    ticket_id: str | None
+    staff_id: str
+    result: Literal["accepted", "already_checked_in", "refused"]
+    at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "checkin_attempts"
+
+
+ALL_DOCUMENTS: list[type[Document]] = [Event, Order, Ticket, CheckinAttempt]

@@ -1,0 +1,92 @@
+"""Exactly-once final ticket events.
+
+A ticket's final event (``ticket.rendered`` or ``ticket.failed``), its order's
+counters, the ``order.completed`` event and the XACK of the request that caused
+them are applied by one Lua script, so Redis sees all of it or none of it. The
+per-order ``done`` set makes a redelivered or re-driven request a no-op apart
+from the ack: a second event that counts twice cannot exist.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+
+from ticketry import streams
+
+# KEYS: 1 ticket-events stream, 2 order done set, 3 order progress hash, 4 source stream
+# ARGV: 1 group, 2 entry id to ack ('' = none), 3 ticket id, 4 counter field
+#       ('rendered' | 'failed'), 5 ttl seconds, 6.. event field/value pairs
+_EMIT_LUA = """
+local fresh = redis.call('SADD', KEYS[2], ARGV[3])
+local ev = false
+if fresh == 1 then
+  redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
+  local p = redis.call('HMGET', KEYS[3], 'total', 'rendered', 'failed', 'order_id')
+  local total = tonumber(p[1]) or 0
+  local rendered = tonumber(p[2]) or 0
+  local failed = tonumber(p[3]) or 0
+  local f = {}
+  for i = 6, #ARGV do f[#f + 1] = ARGV[i] end
+  for _, v in ipairs({'total', total, 'rendered', rendered, 'failed', failed}) do
+    f[#f + 1] = v
+  end
+  ev = redis.call('XADD', KEYS[1], '*', unpack(f))
+  if total > 0 and rendered + failed == total and not redis.call('HGET', KEYS[3], 'completed') then
+    local done = redis.call('XADD', KEYS[1], '*',
+      'type', 'order.completed', 'v', '1', 'event_uuid', 'completed:' .. (p[4] or ''),
+      'order_id', p[4] or '', 'ticket_id', '', 'occurred_at', ARGV[6 + 11],
+      'total', total, 'rendered', rendered, 'failed', failed)
+    redis.call('HSET', KEYS[3], 'completed', done)
+  end
+  redis.call('EXPIRE', KEYS[2], ARGV[5])
+  redis.call('EXPIRE', KEYS[3], ARGV[5])
+end
+if ARGV[2] ~= '' then
+  redis.call('XACK', KEYS[4], ARGV[1], ARGV[2])
+end
+return ev
+"""
+
+
+class Emitter:
+    """Registers the emit script once and queues calls on a pipeline."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._script = redis.register_script(_EMIT_LUA)
+
+    async def queue(
+        self,
+        pipe: Pipeline,
+        *,
+        order_id: str,
+        ticket_id: str,
+        outcome: Literal["rendered", "failed"],
+        fields: list[str],
+        source_stream: str = "",
+        entry_id: str = "",
+    ) -> None:
+        """Queue one final event (and the ack of ``entry_id``) on ``pipe``.
+
+        ``fields`` come from :func:`ticketry.events.event_fields`; its 6th pair is
+        ``occurred_at``, reused for ``order.completed``.
+        """
+        keys = [
+            streams.TICKET_EVENTS,
+            streams.order_done(order_id),
+            streams.order_progress(order_id),
+            source_stream or streams.RENDER_STD,
+        ]
+        args = [
+            streams.RENDERERS_GROUP,
+            entry_id,
+            ticket_id,
+            outcome,
+            str(streams.PROGRESS_TTL_S),
+            *fields,
+        ]
+        # On a pipeline this only queues EVALSHA (awaiting a pipeline returns it);
+        # the pipeline loads the script first if Redis answers NOSCRIPT.
+        await self._script(keys=keys, args=args, client=pipe)

@@ -1,0 +1,32 @@
+"""Where PDFs live. Paths are built only from validated ids (no traversal)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ticketry.ids import is_valid_id
+
+
+def pdf_path(storage_dir: Path, order_id: str, ticket_id: str) -> Path:
+    """``<storage>/<order id>/<ticket id>.pdf``; refuses anything but our ids."""
+    if not (is_valid_id(order_id, "or") and is_valid_id(ticket_id, "tk")):
+        raise ValueError("invalid id")
+    return storage_dir / order_id / f"{ticket_id}.pdf"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temp file in the same directory, fsync, then rename: a reader
+    (or a crash) sees the old file or the whole new one, never a partial PDF."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pdf")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,95 @@
+"""Every Redis stream, consumer group and key Ticketry uses, in one place.
+
+Streams
+-------
+``ticketry:render:vip`` / ``ticketry:render:std``
+    Render requests, one entry per ticket (fields: see ``events.RenderRequest``).
+    VIP orders and small orders go to the vip lane so a 10,000-ticket order never
+    starves them. Consumer group ``renderers``. Trimmed only below the oldest
+    entry the group has not acknowledged (``XTRIM MINID``), never by length.
+``ticketry:ticket-events``
+    Ticket events (``ticket.rendered``, ``ticket.failed``, ``order.completed``).
+    Consumer group ``projector`` (api); read without a group by every notifier.
+    Trimmed by MINID to the older of: the projector's oldest unacked entry and
+    the resume window (``EVENTS_RETENTION_S``).
+``ticketry:render:dead``
+    Dead letters: render requests that failed ``TICKETRY_RENDER_MAX_ATTEMPTS``
+    times or could not be decoded, with the reason and attempt history. Kept
+    until an operator re-drives or deletes them.
+``ticketry:scaler:decisions``
+    One entry per scaling decision (reason, inputs, from, to). ``MAXLEN ~ 10000``.
+
+Keys
+----
+``ticketry:order:{id}:progress`` (hash: total, rendered, failed, owner, completed)
+    Live counters, updated atomically with each ticket event. TTL ``PROGRESS_TTL_S``.
+``ticketry:order:{id}:done`` (set of ticket ids with a final event)
+    Makes each ticket's final event exactly-once. TTL ``PROGRESS_TTL_S``.
+``ticketry:idem:{user}:{key}`` (string: order id + body hash)
+    Idempotency-Key → order. TTL ``IDEMPOTENCY_TTL_S``.
+``ticketry:renderer:{consumer}`` (hash: pid, host, rate, rendered, started)
+    Renderer heartbeat; TTL ``HEARTBEAT_TTL_S`` so a dead renderer disappears.
+``ticketry:scaler:leader`` (string: holder + fencing token)
+    Scaler leadership lock, TTL ``LEADER_TTL_S``.
+``ticketry:scaler:fence`` (integer) — fencing token counter, no TTL.
+``ticketry:ratelimit:{scope}:{user}`` (integer) — fixed-window counter, TTL = window.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+RENDER_VIP: Final = "ticketry:render:vip"
+RENDER_STD: Final = "ticketry:render:std"
+# Read order matters: the vip lane is always drained first.
+RENDER_LANES: Final = (RENDER_VIP, RENDER_STD)
+TICKET_EVENTS: Final = "ticketry:ticket-events"
+DEAD_LETTERS: Final = "ticketry:render:dead"
+SCALER_DECISIONS: Final = "ticketry:scaler:decisions"
+
+RENDERERS_GROUP: Final = "renderers"
+PROJECTOR_GROUP: Final = "projector"
+
+PROGRESS_TTL_S: Final = 7 * 24 * 3600
+IDEMPOTENCY_TTL_S: Final = 24 * 3600
+HEARTBEAT_TTL_S: Final = 5
+LEADER_TTL_S: Final = 10
+EVENTS_RETENTION_S: Final = 24 * 3600
+SCALER_DECISIONS_MAXLEN: Final = 10_000
+
+# Orders up to this many tickets ride the vip lane with vip orders.
+SMALL_ORDER_MAX: Final = 20
+
+SCALER_LEADER: Final = "ticketry:scaler:leader"
+SCALER_FENCE: Final = "ticketry:scaler:fence"
+RENDERER_PREFIX: Final = "ticketry:renderer:"
+
+
+def render_lane(tier: str, quantity: int) -> str:
+    """The render stream an order's requests go to (priority lanes)."""
+    return RENDER_VIP if tier == "vip" or quantity <= SMALL_ORDER_MAX else RENDER_STD
+
+
+def order_progress(order_id: str) -> str:
+    """Hash of an order's live counters."""
+    return f"ticketry:order:{order_id}:progress"
+
+
+def order_done(order_id: str) -> str:
+    """Set of an order's ticket ids that already have their final event."""
+    return f"ticketry:order:{order_id}:done"
+
+
+def idempotency(user_id: str, key: str) -> str:
+    """Idempotency-Key record for one user."""
+    return f"ticketry:idem:{user_id}:{key}"
+
+
+def renderer_heartbeat(consumer: str) -> str:
+    """Heartbeat hash of one renderer process."""
+    return f"{RENDERER_PREFIX}{consumer}"
+
+
+def rate_limit(scope: str, user_id: str) -> str:
+    """Fixed-window rate-limit counter."""
+    return f"ticketry:ratelimit:{scope}:{user_id}"
