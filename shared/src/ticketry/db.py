@@ -25,13 +25,22 @@ def connect_redis(url: str, *, timeout_s: float = 10.0) -> Redis:
     )
 
 
-async def connect_mongo(url: str) -> AsyncMongoClient[dict[str, object]]:
-    """Connect and initialise beanie on the database named in ``url``."""
+async def connect_mongo(url: str, *, create_indexes: bool = False) -> AsyncMongoClient[dict[str, object]]:
+    """Connect and initialise beanie on the database named in ``url``.
+
+    Only the api (the schema's owner) creates indexes, one ``createIndexes`` per
+    index: FerretDB 1.24 panics when one call re-creates several existing ones.
+    """
     client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
         url, tz_aware=True, serverSelectionTimeoutMS=10_000
     )
     db_name = parse_uri(url).get("database") or "ticketry"
-    await init_beanie(database=client[db_name], document_models=ALL_DOCUMENTS)
+    await init_beanie(database=client[db_name], document_models=ALL_DOCUMENTS, skip_indexes=True)
+    if create_indexes:
+        for model in ALL_DOCUMENTS:
+            settings = getattr(model, "Settings", None)
+            for index in getattr(settings, "indexes", []):
+                await model.get_pymongo_collection().create_indexes([index])
     return client
 
 

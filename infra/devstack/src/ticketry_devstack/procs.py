@@ -1,0 +1,219 @@
+"""Start, watch and stop the local stack's processes (Redis, FerretDB, services).
+
+Used by ``just up`` and by the test suite, so both run the same real servers the
+same way. No Docker: each part is a plain child process on loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[4]
+BIN = REPO / ".bin"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_port(port: int, timeout_s: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
+
+
+@dataclass
+class Proc:
+    """One child process with its log file."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Proc:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.popen = subprocess.Popen(
+            self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+            start_new_session=True,
+        )  # fmt: skip
+        log.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            assert self.popen is not None
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.popen.pid, sig)
+
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        """SIGTERM, wait up to ``timeout_s``, then SIGKILL the whole process group."""
+        if self.popen is None:
+            return None
+        self.signal(signal.SIGTERM)
+        try:
+            return self.popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            return self.popen.wait(5)
+
+    def kill(self) -> None:
+        if self.popen is not None and self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(5)
+
+
+def tool(name: str) -> str:
+    """A console script of the workspace venv (or PATH)."""
+    venv = Path(sys.executable).parent / name
+    if venv.exists():
+        return str(venv)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} not found; run `uv sync` (infra/bootstrap.sh)")
+    return found
+
+
+def redis_proc(data_dir: Path, port: int, *, fsync: str = "everysec") -> Proc:
+    """Redis with AOF on (``appendfsync`` = ``fsync``), data under ``data_dir``."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    argv = [
+        shutil.which("redis-server") or "/usr/bin/redis-server",
+        "--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes",
+        "--dir", str(data_dir), "--appendonly", "yes", "--appendfsync", fsync,
+        "--save", "", "--daemonize", "no", "--logfile", "",
+        # Never evict: streams and pending lists are the source of truth.
+        "--maxmemory-policy", "noeviction",
+    ]  # fmt: skip
+    return Proc("redis", argv, dict(os.environ), data_dir / "redis.log")
+
+
+def ferretdb_proc(data_dir: Path, port: int) -> Proc:
+    binary = BIN / "ferretdb"
+    if not binary.exists():
+        raise FileNotFoundError(f"{binary} missing; run infra/bootstrap.sh")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    argv = [str(binary), "-listen", f"127.0.0.1:{port}", "-dir", str(data_dir)]
+    return Proc("ferretdb", argv, dict(os.environ), data_dir / "ferretdb.log")
+
+
+@dataclass
+class Stack:
+    """The whole local stack under one data directory."""
+
+    data_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    procs: dict[str, Proc] = field(default_factory=dict)
+    renderers: list[Proc] = field(default_factory=list)
+    api_port: int = 0
+    notifier_port: int = 0
+    redis_port: int = 0
+    mongo_port: int = 0
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def notifier_url(self) -> str:
+        return f"ws://127.0.0.1:{self.notifier_port}"
+
+    def start_infra(self, redis_url: str | None = None, mongo_url: str | None = None) -> None:
+        if redis_url is None:
+            self.redis_port = self.redis_port or free_port()
+            p = self.procs["redis"] = redis_proc(self.data_dir / "redis", self.redis_port).start()
+            wait_port(self.redis_port, proc=p.popen)
+            redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
+        if mongo_url is None:
+            self.mongo_port = self.mongo_port or free_port()
+            p = self.procs["ferretdb"] = ferretdb_proc(self.data_dir / "ferretdb", self.mongo_port).start()
+            wait_port(self.mongo_port, proc=p.popen)
+            mongo_url = f"mongodb://127.0.0.1:{self.mongo_port}/ticketry"
+        self.env.setdefault("TICKETRY_REDIS_URL", redis_url)
+        self.env.setdefault("TICKETRY_MONGO_URL", mongo_url)
+        self.env.setdefault("TICKETRY_STORAGE_DIR", str(self.data_dir / "tickets"))
+        self.env.setdefault("TICKETRY_KEYS_DIR", str(self.data_dir / "keys"))
+        self.api_port = self.api_port or free_port()
+        self.notifier_port = self.notifier_port or free_port()
+        self.env["TICKETRY_API_PORT"] = str(self.api_port)
+        self.env["TICKETRY_NOTIFIER_PORT"] = str(self.notifier_port)
+        self.env.setdefault("TICKETRY_NOTIFIER_PUBLIC_URL", self.notifier_url)
+
+    def service_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = {**os.environ, **self.env, **(extra or {})}
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def start_service(self, name: str, extra: Mapping[str, str] | None = None) -> Proc:
+        proc = Proc(name, [tool(f"ticketry-{name}")], self.service_env(extra), self.data_dir / "logs" / f"{name}.log")
+        self.procs[name] = proc.start()
+        return proc
+
+    def start_api(self, extra: Mapping[str, str] | None = None) -> Proc:
+        proc = self.start_service("api", extra)
+        wait_port(self.api_port, 60, proc.popen)
+        return proc
+
+    def start_notifier(self, extra: Mapping[str, str] | None = None) -> Proc:
+        proc = self.start_service("notifier", extra)
+        wait_port(self.notifier_port, 60, proc.popen)
+        return proc
+
+    def start_renderer(self, extra: Mapping[str, str] | None = None) -> Proc:
+        n = len(self.renderers)
+        name = f"renderer-{n}"
+        env = self.service_env({"TICKETRY_RENDERER_NAME": f"{socket.gethostname()}-t{os.getpid()}-{n}", **(extra or {})})
+        proc = Proc(name, [tool("ticketry-renderer")], env, self.data_dir / "logs" / f"{name}.log").start()
+        self.renderers.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        """Stop services first (graceful), then the stores."""
+        for r in self.renderers:
+            r.signal(signal.SIGTERM)
+        for name in ("scaler", "api", "notifier"):
+            if name in self.procs:
+                self.procs[name].stop()
+        for r in self.renderers:
+            r.stop()
+        for name in ("ferretdb", "redis"):
+            if name in self.procs:
+                self.procs[name].stop()
+
+
+@contextlib.contextmanager
+def running(stack: Stack) -> Iterator[Stack]:
+    try:
+        yield stack
+    finally:
+        stack.stop()

@@ -1,0 +1,140 @@
+"""``/v1/orders/{id}/progress`` (WebSocket), health and metrics."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ticketry import streams
+from ticketry.auth import AuthError, decode_token
+from ticketry.documents import Order
+from ticketry.events import DecodeError, decode_ticket_event
+from ticketry.ids import is_valid_id
+from ticketry_notifier.config import NotifierSettings
+from ticketry_notifier.hub import Hub, stream_id_key
+
+log = logging.getLogger(__name__)
+
+CONNECTIONS = Gauge("ticketry_notifier_connections", "Open progress WebSockets")
+
+# Close codes: 4401 unauthenticated, 4404 no such order (or not yours).
+
+
+async def progress(ws: WebSocket) -> None:
+    settings: NotifierSettings = ws.app.state.settings
+    hub: Hub = ws.app.state.hub
+    order_id = ws.path_params["order_id"]
+    token = ws.query_params.get("token", "")
+    after = ws.query_params.get("after")
+    await ws.accept()
+    try:
+        who = decode_token(token, key=settings.jwt_key, algorithm=settings.jwt_algorithm, leeway_s=settings.jwt_leeway_s)
+    except AuthError:
+        await ws.close(4401, "unauthorized")
+        return
+    owner = await _owner(hub, order_id)
+    if owner is None or not who.owns(owner):
+        await ws.close(4404, "order not found")
+        return
+    if after is not None:
+        try:
+            stream_id_key(after)
+        except ValueError:
+            await ws.close(4400, "invalid after")
+            return
+
+    sub = hub.subscribe(order_id)
+    CONNECTIONS.inc()
+    try:
+        # Snapshot and the stream position it corresponds to, read atomically.
+        async with hub.redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(streams.order_progress(order_id))
+            pipe.xrevrange(streams.TICKET_EVENTS, count=1)
+            progress_hash, last = await pipe.execute()
+        upto = last[0][0].decode() if last else "0-0"
+        p = {k.decode(): v.decode() for k, v in progress_hash.items()}
+        if not p:
+            p = await _snapshot_from_db(order_id)
+        await ws.send_bytes(
+            orjson.dumps(
+                {
+                    "type": "snapshot", "id": upto, "order_id": order_id,
+                    "total": int(p.get("total", 0)), "rendered": int(p.get("rendered", 0)),
+                    "failed": int(p.get("failed", 0)), "completed": bool(p.get("completed")),
+                }
+            )
+        )  # fmt: skip
+        sent_upto = stream_id_key(upto)
+        if after is not None:
+            # Replay what this order missed between ``after`` and the snapshot.
+            start = after
+            while True:
+                chunk = await hub.redis.xrange(streams.TICKET_EVENTS, min=f"({start}", max=upto, count=2000)
+                if not chunk:
+                    break
+                for raw_id, fields in chunk:
+                    if fields.get(b"order_id", b"").decode() == order_id:
+                        try:
+                            ev = decode_ticket_event(raw_id, fields)
+                        except DecodeError:
+                            continue
+                        await ws.send_bytes(orjson.dumps(ev.to_ws()))
+                start = chunk[-1][0].decode()
+        while True:
+            ev = await sub.queue.get()
+            if ev is None:
+                await ws.close(4008, "too slow; resume with ?after=")
+                return
+            if stream_id_key(ev.id) <= sent_upto:
+                continue
+            await ws.send_bytes(orjson.dumps(ev.to_ws()))
+    except WebSocketDisconnect:
+        pass
+    finally:
+        hub.unsubscribe(sub)
+        CONNECTIONS.dec()
+
+
+async def _owner(hub: Hub, order_id: str) -> str | None:
+    if not is_valid_id(order_id, "or"):
+        return None
+    owner = await hub.redis.hget(streams.order_progress(order_id), "owner")  # type: ignore[misc]
+    if owner:
+        return owner.decode() if isinstance(owner, bytes) else str(owner)
+    order = await Order.get(order_id)
+    return order.owner_id if order else None
+
+
+async def _snapshot_from_db(order_id: str) -> dict[str, str]:
+    order = await Order.get(order_id)
+    if order is None:
+        return {}
+    return {
+        "total": str(order.quantity), "rendered": str(order.rendered), "failed": str(order.failed),
+        "completed": "1" if order.status != "processing" else "",
+    }  # fmt: skip
+
+
+async def healthz(_: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> JSONResponse:
+    try:
+        await request.app.state.hub.redis.ping()
+        await Order.get_pymongo_collection().database.command("ping")
+    except Exception as exc:
+        return JSONResponse(
+            {"status": 503, "title": "not ready", "detail": type(exc).__name__},
+            status_code=503, media_type="application/problem+json",
+        )  # fmt: skip
+    return JSONResponse({"status": "ready"})
+
+
+async def metrics(_: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,26 @@
+"""Renderer settings."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ticketry.settings import CommonSettings
+
+
+class RendererSettings(CommonSettings):
+    # Consumer name in group ``renderers``; unique per process (the scaler sets it).
+    renderer_name: str = ""
+    vip_batch: int = Field(default=16, ge=1)
+    # Small on purpose: a vip entry waits at most one standard batch.
+    std_batch: int = Field(default=8, ge=1)
+    poll_ms: int = Field(default=1000, ge=10)
+    # An entry idle this long in a peer's pending list is presumed abandoned and
+    # claimed. Must exceed the worst-case render (bounded by render_timeout_s).
+    claim_idle_ms: int = Field(default=30_000, ge=100)
+    claim_interval_s: float = Field(default=1.0, gt=0)
+    retry_base_s: float = Field(default=0.5, gt=0)
+    retry_cap_s: float = Field(default=30.0, gt=0)
+    drain_timeout_s: float = Field(default=20.0, gt=0)
+    metrics_port: int = 0
+    # Recycle the process after this many tickets (0 = never); the scaler restarts it.
+    max_jobs: int = Field(default=0, ge=0)

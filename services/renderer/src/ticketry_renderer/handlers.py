@@ -1,0 +1,323 @@
+"""The renderer's edge: decode → render → store → emit + ack, or retry / dead-letter.
+
+One place decides what happens to an entry (``Worker.process``):
+
+* undecodable → dead-letter at once (retrying cannot help), ack;
+* already final (in the order's done set) or PDF already stored → emit (a no-op
+  for a ticket that already has its event) and ack, no second render;
+* render error, attempts left → leave it pending; retried here after a jittered
+  exponential backoff (XCLAIM to ourselves, which counts the delivery);
+* render error on the last attempt → dead-letter with the history, emit
+  ``ticket.failed``, ack.
+
+Crashed peers' entries are claimed by XAUTOCLAIM once idle past ``claim_idle_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import orjson
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+
+from ticketry import streams
+from ticketry.emit import Emitter
+from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
+from ticketry.storage import pdf_path, write_atomic
+from ticketry_renderer import metrics
+from ticketry_renderer.config import RendererSettings
+from ticketry_renderer.render import Design, render_ticket
+
+log = logging.getLogger(__name__)
+
+Entry = tuple[bytes, dict[bytes, bytes]]
+
+
+def backoff_s(attempt: int, base: float, cap: float, rng: random.Random) -> float:
+    """Full-jitter exponential backoff (AWS architecture blog): U(0, min(cap, base·2^n))."""
+    return rng.uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
+
+
+@dataclass
+class Worker:
+    redis: Redis
+    settings: RendererSettings
+    consumer: str
+    design: Design = field(default_factory=Design.default)
+    rng: random.Random = field(default_factory=random.Random)
+    # (lane, entry id) → monotonic time its retry is due
+    retry_due: dict[tuple[str, str], float] = field(default_factory=dict)
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    rendered: int = 0
+    started: float = field(default_factory=time.time)
+    rate: float = 0.0
+    _emitter: Emitter | None = None
+
+    @property
+    def emitter(self) -> Emitter:
+        if self._emitter is None:
+            self._emitter = Emitter(self.redis)
+        return self._emitter
+
+    async def process(
+        self, lane: str, entries: Sequence[Entry], deliveries: dict[str, int] | None = None
+    ) -> None:
+        """Handle one batch from ``lane``; never raises for a bad entry."""
+        t0 = time.perf_counter()
+        storage = self.settings.storage_dir
+        decoded: list[tuple[str, RenderRequest]] = []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for raw_id, fields in entries:
+                entry_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+                try:
+                    decoded.append((entry_id, decode_render_request(fields)))
+                except DecodeError as exc:
+                    metrics.DEAD_LETTERS.inc()
+                    await self._dead_letter(pipe, lane, entry_id, fields, str(exc), [str(exc)], ack=True)
+            done = await self._already_done(decoded)
+            for entry_id, req in decoded:
+                path = pdf_path(storage, req.order_id, req.ticket_id)
+                if not (req.ticket_id in done.get(req.order_id, ()) or path.exists()):
+                    try:
+                        write_atomic(path, render_ticket(req, self.design))
+                    except Exception as exc:
+                        await self._failed(pipe, lane, entry_id, req, exc, deliveries)
+                        continue
+                    self.rendered += 1
+                    metrics.RENDERED.inc()
+                self.retry_due.pop((lane, entry_id), None)
+                self.errors.pop(entry_id, None)
+                await self.emitter.queue(
+                    pipe,
+                    order_id=req.order_id,
+                    ticket_id=req.ticket_id,
+                    outcome="rendered",
+                    fields=event_fields(
+                        type="ticket.rendered", event_uuid=f"rendered:{req.ticket_id}",
+                        order_id=req.order_id, ticket_id=req.ticket_id,
+                        correlation_id=req.correlation_id,
+                    ),
+                    source_stream=lane,
+                    entry_id=entry_id,
+                )  # fmt: skip
+            await pipe.execute()
+        if entries:
+            metrics.BATCH_SECONDS.observe(time.perf_counter() - t0)
+
+    async def _already_done(self, decoded: list[tuple[str, RenderRequest]]) -> dict[str, set[str]]:
+        by_order: dict[str, list[str]] = {}
+        for _, req in decoded:
+            by_order.setdefault(req.order_id, []).append(req.ticket_id)
+        out: dict[str, set[str]] = {}
+        for order_id, tids in by_order.items():
+            flags = await self.redis.smismember(streams.order_done(order_id), tids)  # type: ignore[misc]
+            out[order_id] = {t for t, f in zip(tids, flags, strict=True) if f}
+        return out
+
+    async def _failed(
+        self,
+        pipe: Pipeline,
+        lane: str,
+        entry_id: str,
+        req: RenderRequest,
+        exc: Exception,
+        deliveries: dict[str, int] | None,
+    ) -> None:
+        attempt = (deliveries or {}).get(entry_id, 1)
+        reason = f"{type(exc).__name__}: {exc}"[:300]
+        history = self.errors.setdefault(entry_id, [])
+        history.append(f"attempt {attempt}: {reason}")
+        metrics.RETRIES.inc()
+        log.warning(
+            "render failed",
+            extra={"ticket_id": req.ticket_id, "order_id": req.order_id, "attempt": attempt, "error": reason},
+        )
+        if attempt < self.settings.render_max_attempts:
+            delay = backoff_s(attempt, self.settings.retry_base_s, self.settings.retry_cap_s, self.rng)
+            self.retry_due[(lane, entry_id)] = time.monotonic() + delay
+            return
+        self.retry_due.pop((lane, entry_id), None)
+        self.errors.pop(entry_id, None)
+        metrics.DEAD_LETTERS.inc()
+        await self._dead_letter(pipe, lane, entry_id, req.to_fields(), reason, history, ack=False)
+        await self.emitter.queue(
+            pipe,
+            order_id=req.order_id,
+            ticket_id=req.ticket_id,
+            outcome="failed",
+            fields=event_fields(
+                type="ticket.failed", event_uuid=f"failed:{req.ticket_id}",
+                order_id=req.order_id, ticket_id=req.ticket_id, reason=reason,
+                correlation_id=req.correlation_id,
+            ),
+            source_stream=lane,
+            entry_id=entry_id,
+        )  # fmt: skip
+
+    async def _dead_letter(
+        self,
+        pipe: Pipeline,
+        lane: str,
+        entry_id: str,
+        fields: dict[bytes, bytes] | dict[str, bytes],
+        reason: str,
+        history: list[str],
+        *,
+        ack: bool,
+    ) -> None:
+        """Park the request with its reason and attempt history."""
+        payload = {(k.decode() if isinstance(k, bytes) else k): v for k, v in fields.items()}
+        pipe.xadd(
+            streams.DEAD_LETTERS,
+            {
+                **payload,
+                "dlq_reason": reason,
+                "dlq_history": orjson.dumps(history),
+                "dlq_source": lane,
+                "dlq_entry": entry_id,
+                "dlq_consumer": self.consumer,
+                "dlq_at": str(time.time()),
+            },
+        )
+        if ack:  # otherwise the emit script that follows acks it
+            pipe.xack(lane, streams.RENDERERS_GROUP, entry_id)
+
+    # -- claiming -----------------------------------------------------------------
+
+    async def claim_once(self) -> int:
+        """Retry our own due failures, then claim entries abandoned by dead peers."""
+        handled = 0
+        now = time.monotonic()
+        for lane in streams.RENDER_LANES:
+            due = [eid for (ln, eid), t in self.retry_due.items() if ln == lane and t <= now]
+            if due:
+                # XCLAIM with min-idle 0 to ourselves: counts one more delivery.
+                claimed = await self.redis.xclaim(lane, streams.RENDERERS_GROUP, self.consumer, 0, due)
+                handled += await self._process_claimed(lane, claimed, due)
+            resp = await self.redis.xautoclaim(
+                lane, streams.RENDERERS_GROUP, self.consumer, self.settings.claim_idle_ms, "0-0", count=50
+            )
+            claimed, deleted = resp[1], (resp[2] if len(resp) > 2 else [])
+            for gone in deleted:
+                # Trimmed/deleted while pending (7.0+): nothing to render; drop it.
+                await self.redis.xack(lane, streams.RENDERERS_GROUP, gone)
+            if claimed:
+                log.info("claimed abandoned entries", extra={"lane": lane, "count": len(claimed)})
+                metrics.CLAIMED.inc(len(claimed))
+                handled += await self._process_claimed(lane, claimed, None)
+        return handled
+
+    async def _process_claimed(self, lane: str, claimed: list[Entry], asked: list[str] | None) -> int:
+        live = [(eid, f) for eid, f in claimed if f]
+        if asked is not None:
+            got = {(e.decode() if isinstance(e, bytes) else e) for e, _ in claimed}
+            for eid in asked:
+                if eid not in got:  # acked meanwhile, or trimmed
+                    self.retry_due.pop((lane, eid), None)
+        if not live:
+            return 0
+        counts = await self.delivery_counts(lane, [e.decode() if isinstance(e, bytes) else e for e, _ in live])
+        await self.process(lane, live, counts)
+        return len(live)
+
+    async def delivery_counts(self, lane: str, ids: list[str]) -> dict[str, int]:
+        """Times each entry was delivered (XPENDING's counter)."""
+        rows = await self.redis.xpending_range(
+            lane, streams.RENDERERS_GROUP, min=min(ids), max=max(ids), count=len(ids) + 100
+        )
+        wanted = set(ids)
+        out = {}
+        for r in rows:
+            mid = r["message_id"].decode() if isinstance(r["message_id"], bytes) else r["message_id"]
+            if mid in wanted:
+                out[mid] = int(r["times_delivered"])
+        return out
+
+    async def drain_own_pending(self) -> int:
+        """Process whatever is still pending under our name (used at shutdown)."""
+        total = 0
+        for lane in streams.RENDER_LANES:
+            while True:
+                resp = await self.redis.xreadgroup(
+                    streams.RENDERERS_GROUP, self.consumer, {lane: "0"}, count=50
+                )
+                entries = [(e, f) for e, f in (resp[0][1] if resp else []) if f]
+                fresh = [e for e in entries if (lane, _sid(e[0])) not in self.retry_due]
+                if not fresh:
+                    break
+                counts = await self.delivery_counts(lane, [_sid(e) for e, _ in fresh])
+                await self.process(lane, fresh, counts)
+                total += len(fresh)
+        return total
+
+    async def forget_consumer_if_idle(self) -> None:
+        """Remove our consumer from the group once nothing is pending under it.
+
+        Never with pending entries: XGROUP DELCONSUMER drops them from the PEL,
+        which would make them unclaimable (lost).
+        """
+        for lane in streams.RENDER_LANES:
+            rows = await self.redis.xpending_range(
+                lane, streams.RENDERERS_GROUP, min="-", max="+", count=1, consumername=self.consumer
+            )
+            if not rows:
+                await self.redis.xgroup_delconsumer(lane, streams.RENDERERS_GROUP, self.consumer)
+
+    async def claim_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.claim_once()
+            except (ConnectionError, TimeoutError) as exc:
+                log.warning("claimer: redis unavailable", extra={"error": str(exc)})
+            except ResponseError as exc:
+                log.warning("claimer: redis error", extra={"error": str(exc)})
+            except Exception:
+                log.exception("claimer: unexpected error")
+            try:
+                await asyncio.wait_for(stop.wait(), self.settings.claim_interval_s)
+            except TimeoutError:
+                pass
+
+    async def heartbeat_loop(self, stop: asyncio.Event) -> None:
+        key = streams.renderer_heartbeat(self.consumer)
+        last_n, last_t = self.rendered, time.monotonic()
+        while not stop.is_set():
+            now = time.monotonic()
+            inst = (self.rendered - last_n) / max(now - last_t, 1e-3)
+            self.rate = inst if self.rate == 0 else 0.7 * self.rate + 0.3 * inst
+            last_n, last_t = self.rendered, now
+            try:
+                async with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.hset(
+                        key,
+                        mapping={
+                            "pid": os.getpid(), "host": socket.gethostname(), "consumer": self.consumer,
+                            "rate": f"{self.rate:.2f}", "rendered": self.rendered, "started": f"{self.started:.0f}",
+                        },
+                    )  # fmt: skip
+                    pipe.expire(key, streams.HEARTBEAT_TTL_S)
+                    await pipe.execute()
+            except (ConnectionError, TimeoutError):
+                pass
+            try:
+                await asyncio.wait_for(stop.wait(), 1.0)
+            except TimeoutError:
+                pass
+        await self.redis.delete(key)
+
+
+def _sid(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def default_consumer() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
