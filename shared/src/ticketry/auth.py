@@ -55,6 +55,4 @@ def decode_token(token: str, *, key: str, algorithm: str = "HS256", leeway_s: in
 def issue_token(sub: str, role: Role, *, key: str, ttl_s: int = 3600, algorithm: str = "HS256") -> str:
     """Mint a token (dev mode, tests, the demo)."""
     now = int(time.time())
-    return jwt.encode(
-        {"sub": sub, "role": role, "iat": now, "nbf": now, "exp": now + ttl_s}, key, algorithm
-    )
+    return jwt.encode({"sub": sub, "role": role, "iat": now, "nbf": now, "exp": now + ttl_s}, key, algorithm)

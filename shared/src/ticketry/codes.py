@@ -102,17 +102,13 @@ def rotate_key(keys_dir: Path) -> str:
     existing = sorted(p.stem for p in keys_dir.glob("*.pem"))
     kid = f"k{len(existing) + 1}"
     key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     path = keys_dir / f"{kid}.pem"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(pem)
     (keys_dir / f"{kid}.pub").write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     tmp = keys_dir / "ACTIVE.tmp"
     tmp.write_text(kid)

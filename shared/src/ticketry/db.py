@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from beanie import init_beanie
 from pymongo import AsyncMongoClient
 from pymongo.uri_parser import parse_uri
@@ -31,9 +33,7 @@ async def connect_mongo(url: str, *, create_indexes: bool = False) -> AsyncMongo
     Only the api (the schema's owner) creates indexes, one ``createIndexes`` per
     index: FerretDB 1.24 panics when one call re-creates several existing ones.
     """
-    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
-        url, tz_aware=True, serverSelectionTimeoutMS=10_000
-    )
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(url, tz_aware=True, serverSelectionTimeoutMS=10_000)
     db_name = parse_uri(url).get("database") or "ticketry"
     await init_beanie(database=client[db_name], document_models=ALL_DOCUMENTS, skip_indexes=True)
     if create_indexes:
@@ -64,3 +64,16 @@ async def ensure_groups(redis: Redis) -> None:
     for lane in streams.RENDER_LANES:
         await ensure_group(redis, lane, streams.RENDERERS_GROUP)
     await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
+
+
+# A stream entry as redis-py returns it (no decode_responses): id and field map.
+Entry = tuple[bytes, dict[bytes, bytes]]
+
+
+def entries_of(resp: Any) -> list[Entry]:
+    """The entries of a single-stream XREAD/XREADGROUP reply (or an XRANGE/XCLAIM list)."""
+    if not resp:
+        return []
+    if isinstance(resp[0], (list, tuple)) and len(resp[0]) == 2 and isinstance(resp[0][1], list):
+        return cast(list[Entry], resp[0][1])
+    return cast(list[Entry], resp)

@@ -7,7 +7,7 @@ transactions, no TTL/text/partial indexes, money as integer minor units.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pymongo
 from beanie import Document
@@ -22,15 +22,13 @@ def utcnow() -> datetime:
 
 
 class Event(Document):
-    """Something people buy tickets for. ``sold`` only ever moves by a
-    conditional ``$inc`` (see ``ticketry_api.orders``)."""
+    """Something people buy tickets for. Tickets sold: see :class:`Reservation`."""
 
     id: str  # type: ignore[assignment]
     name: str
     venue: str
     starts_at: datetime
     capacity: int
-    sold: int = 0
     price_minor: int
     currency: str
     organizer_id: str
@@ -65,7 +63,7 @@ class Order(Document):
 
     class Settings:
         name = "orders"
-        indexes = [
+        indexes: ClassVar[list[pymongo.IndexModel]] = [
             pymongo.IndexModel([("idem", 1)], unique=True),
             pymongo.IndexModel([("enqueued", 1), ("created_at", 1)]),
         ]
@@ -86,7 +84,47 @@ class Ticket(Document):
 
     class Settings:
         name = "tickets"
-        indexes = [pymongo.IndexModel([("order_id", 1)])]
+        indexes: ClassVar[list[pymongo.IndexModel]] = [pymongo.IndexModel([("order_id", 1)])]
+
+
+class Reservation(Document):
+    """One entry of an event's capacity ledger.
+
+    FerretDB v1 does not apply ``$inc``/``findAndModify`` atomically under
+    concurrency (measured: 60 concurrent conditional ``$inc`` on one document
+    left ``sold`` at 10 and let all 60 through). Unique keys *are* atomic, so
+    capacity is an append-only ledger: entry ``seq`` n+1 can be inserted by one
+    writer only (unique ``_id``), and ``tag`` (``reserve:<order>`` /
+    ``release:<order>``, unique) makes each reservation and each release happen
+    at most once. ``sold`` is the newest entry's ``sold_after``.
+    """
+
+    id: str  # type: ignore[assignment]  # "<event id>:<seq, zero-padded>"
+    event_id: str
+    seq: int
+    delta: int
+    sold_after: int
+    tag: str
+    at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "reservations"
+        indexes: ClassVar[list[pymongo.IndexModel]] = [
+            pymongo.IndexModel([("tag", 1)], unique=True),
+            pymongo.IndexModel([("event_id", 1), ("seq", -1)]),
+        ]
+
+
+class Checkin(Document):
+    """The one successful check-in of a ticket; ``_id`` is the ticket id, so a
+    second one cannot be inserted (atomic on any MongoDB-wire store)."""
+
+    id: str  # type: ignore[assignment]
+    staff_id: str
+    at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "checkins"
 
 
 class CheckinAttempt(Document):
@@ -101,4 +139,4 @@ class CheckinAttempt(Document):
         name = "checkin_attempts"
 
 
-ALL_DOCUMENTS: list[type[Document]] = [Event, Order, Ticket, CheckinAttempt]
+ALL_DOCUMENTS: list[type[Document]] = [Event, Order, Ticket, Reservation, Checkin, CheckinAttempt]

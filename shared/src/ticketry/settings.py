@@ -37,8 +37,7 @@ class CommonSettings(BaseSettings):
     def _secret_outside_dev(self) -> CommonSettings:
         if self.jwt_secret is None and not self.dev_mode:
             raise ConfigurationError(
-                "TICKETRY_JWT_SECRET is required outside dev mode (set TICKETRY_DEV_MODE=1 "
-                "for a local stack)"
+                "TICKETRY_JWT_SECRET is required outside dev mode (set TICKETRY_DEV_MODE=1 for a local stack)"
             )
         return self
 

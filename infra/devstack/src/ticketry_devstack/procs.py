@@ -192,7 +192,9 @@ class Stack:
     def start_renderer(self, extra: Mapping[str, str] | None = None) -> Proc:
         n = len(self.renderers)
         name = f"renderer-{n}"
-        env = self.service_env({"TICKETRY_RENDERER_NAME": f"{socket.gethostname()}-t{os.getpid()}-{n}", **(extra or {})})
+        env = self.service_env(
+            {"TICKETRY_RENDERER_NAME": f"{socket.gethostname()}-t{os.getpid()}-{n}", **(extra or {})}
+        )
         proc = Proc(name, [tool("ticketry-renderer")], env, self.data_dir / "logs" / f"{name}.log").start()
         self.renderers.append(proc)
         return proc

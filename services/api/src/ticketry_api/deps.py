@@ -9,10 +9,10 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from redis.asyncio import Redis
-
 from ticketry.auth import AuthError, Principal, Role, decode_token
 from ticketry.codes import Keyring
 from ticketry.emit import Emitter
+
 from ticketry_api.config import ApiSettings
 from ticketry_api.errors import Problem
 

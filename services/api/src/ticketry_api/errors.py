@@ -18,9 +18,7 @@ PROBLEM = "application/problem+json"
 class Problem(Exception):
     """Raise from anywhere in a request to answer with problem+json."""
 
-    def __init__(
-        self, status: int, title: str, detail: str = "", headers: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, status: int, title: str, detail: str = "", headers: dict[str, str] | None = None) -> None:
         super().__init__(title)
         self.status, self.title, self.detail, self.headers = status, title, detail, headers
 
@@ -40,14 +38,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem_response(exc.status_code, str(exc.detail), headers=exc.headers)
+        return problem_response(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))}
-            for e in exc.errors()
-        ]
+        errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))} for e in exc.errors()]
         return problem_response(422, "invalid request", "the request body or parameters are invalid", errors=errors)
 
     @app.exception_handler(Exception)

@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator
 
 import uvicorn
 from fastapi import FastAPI
-
 from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo, connect_redis, ensure_groups
 from ticketry.emit import Emitter
 from ticketry.telemetry import setup_logging
+
 from ticketry_api import errors
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState

@@ -2,9 +2,10 @@
 
 Order of writes (no transactions on FerretDB, so each step is safe to crash after):
 
-1. ``$inc`` the event's ``sold`` with a filter that only matches while enough
-   tickets are left — one conditional update, never read-then-write, so
-   concurrent orders cannot oversell.
+1. Reserve capacity in the event's ledger (``capacity.reserve``): an insert
+   that only one concurrent writer can win, so concurrent orders cannot
+   oversell. (Not a conditional ``$inc``: FerretDB v1 does not apply those
+   atomically; see ``documents.Reservation``.)
 2. Insert the order (``enqueued=False``) — the outbox record — and its tickets.
    A unique ``idem`` field (owner + Idempotency-Key) makes a duplicate POST lose
    here; the loser gives its reservation back and answers with the winner.
@@ -13,8 +14,8 @@ Order of writes (no transactions on FerretDB, so each step is safe to crash afte
 
 A crash between 2 and 4 leaves ``enqueued=False``; the outbox sweep re-enqueues
 such orders (renderers are idempotent per ticket, so a second copy is harmless).
-A crash between 1 and 2 can only leave capacity reserved and unsold (never
-oversold); the buyer got no 2xx and retries.
+A crash between 1 and 2 leaves a reservation without an order; the outbox
+sweep releases it after the grace period (never oversold, and not lost).
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from typing import TypeVar
 import orjson
 from pymongo.errors import DuplicateKeyError
 from redis.asyncio import Redis
-
 from ticketry import streams
 from ticketry.auth import Principal
 from ticketry.codes import Keyring
-from ticketry.documents import Event, Order, Ticket
+from ticketry.documents import Event, Order, Reservation, Ticket
 from ticketry.events import RenderRequest
 from ticketry.ids import is_valid_id, new_id
+
+from ticketry_api import capacity
 from ticketry_api.errors import Problem
 from ticketry_api.schemas import OrderIn
 
@@ -77,17 +79,12 @@ async def place_order(
     if event is None:
         raise Problem(404, "event not found")
 
-    events = Event.get_pymongo_collection()
-    reserved = await events.update_one(
-        {"_id": event.id, "sold": {"$lte": event.capacity - body.quantity}},
-        {"$inc": {"sold": body.quantity}},
-    )
-    if reserved.modified_count != 1:
+    order_id = new_id("or")
+    if not await capacity.reserve(event, order_id, body.quantity):
         if idem is not None and (winner := await Order.find_one({"idem": idem})) is not None:
             return await _replay(winner, digest)
         raise Problem(409, "sold out", "the event has fewer tickets left than requested")
 
-    order_id = new_id("or")
     ticket_ids = [new_id("tk") for _ in range(body.quantity)]
     order = Order(
         id=order_id,
@@ -106,7 +103,7 @@ async def place_order(
         await Order.get_pymongo_collection().insert_one(doc)
     except DuplicateKeyError:
         # Lost a race with the same Idempotency-Key: give the reservation back.
-        await events.update_one({"_id": event.id}, {"$inc": {"sold": -body.quantity}})
+        await capacity.release(event, order_id, body.quantity)
         winner = await Order.find_one({"idem": idem})
         if winner is None:  # pragma: no cover - the unique index says it exists
             raise Problem(409, "conflict", "retry the request") from None
@@ -130,9 +127,7 @@ async def place_order(
     return order
 
 
-async def enqueue(
-    redis: Redis, keyring: Keyring, order: Order, event: Event, ticket_ids: Sequence[str]
-) -> None:
+async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event, ticket_ids: Sequence[str]) -> None:
     """Write the progress hash and the render requests in one MULTI/EXEC, then
     mark the order enqueued. Safe to repeat (the outbox sweep does)."""
     lane = streams.render_lane(order.tier, order.quantity)
@@ -180,17 +175,23 @@ async def _replay(order: Order, digest: str) -> Order:
 
 
 async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
-    """Re-enqueue orders recorded but never enqueued (their api crashed)."""
+    """Re-enqueue orders recorded but never enqueued (their api crashed), and
+    release reservations whose order was never recorded."""
     cutoff = datetime.now(UTC) - timedelta(seconds=grace_s)
     count = 0
+    async for res in Reservation.find({"at": {"$lt": cutoff}, "delta": {"$gt": 0}, "swept": {"$ne": True}}):
+        order_id = res.tag.removeprefix("reserve:")
+        if await Order.get(order_id) is None:
+            event = await Event.get(res.event_id)
+            if event is not None:
+                await capacity.release(event, order_id, res.delta)
+                log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
+        await Reservation.get_pymongo_collection().update_one({"_id": res.id}, {"$set": {"swept": True}})
     async for order in Order.find({"enqueued": False, "created_at": {"$lt": cutoff}}):
         event = await Event.get(order.event_id)
         if event is None:
             continue
-        existing = {
-            t["_id"]
-            async for t in Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1})
-        }
+        existing = {t["_id"] async for t in Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1})}
         missing = [
             Ticket(
                 id=tid, order_id=order.id, event_id=event.id, owner_id=order.owner_id,

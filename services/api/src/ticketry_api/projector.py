@@ -12,13 +12,13 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pymongo import UpdateOne
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
-
 from ticketry import streams
-from ticketry.db import ensure_group
+from ticketry.db import ensure_group, entries_of
 from ticketry.documents import Order, Ticket, utcnow
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
@@ -97,17 +97,18 @@ async def run_projector(redis: Redis, consumer: str, batch: int, stop: asyncio.E
     cursor = "0"
     while not stop.is_set():
         try:
-            resp = await redis.xreadgroup(
+            resp: Any = await redis.xreadgroup(
                 streams.PROJECTOR_GROUP, consumer, {streams.TICKET_EVENTS: cursor},
                 count=batch, block=1000,
             )  # fmt: skip
-            entries = resp[0][1] if resp else []
+            entries = entries_of(resp)
             if cursor == "0" and not entries:
                 cursor = ">"
                 continue
             if not entries:
                 continue
-            good, ids = [], []
+            good: list[TicketEvent] = []
+            ids: list[bytes] = []
             for entry_id, fields in entries:
                 ids.append(entry_id)
                 try:
@@ -117,7 +118,7 @@ async def run_projector(redis: Redis, consumer: str, batch: int, stop: asyncio.E
             await apply(good)
             await redis.xack(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, *ids)
             if cursor != ">":
-                cursor = entries[-1][0]
+                cursor = entries[-1][0].decode()
         except (ConnectionError, TimeoutError) as exc:
             log.warning("projector: redis unavailable, retrying", extra={"error": str(exc)})
             await asyncio.sleep(0.5)

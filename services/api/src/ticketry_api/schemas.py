@@ -8,7 +8,6 @@ from decimal import Decimal
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
-
 from ticketry.documents import OrderStatus, TicketStatus
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, TimeoutError
-
 from ticketry import streams
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
@@ -68,7 +68,7 @@ class Hub:
                     info = await self.redis.xinfo_stream(streams.TICKET_EVENTS)
                     last = info.get("last-generated-id", b"0-0")
                     self.last_id = last.decode() if isinstance(last, bytes) else str(last)
-                resp = await self.redis.xread({streams.TICKET_EVENTS: self.last_id}, count=1000, block=1000)
+                resp: Any = await self.redis.xread({streams.TICKET_EVENTS: self.last_id}, count=1000, block=1000)
             except (ConnectionError, TimeoutError) as exc:
                 log.warning("hub: redis unavailable", extra={"error": str(exc)})
                 await asyncio.sleep(0.5)

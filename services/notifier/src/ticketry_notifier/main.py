@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
-
 from ticketry.db import connect_mongo, connect_redis
 from ticketry.telemetry import setup_logging
+
 from ticketry_notifier import routes
 from ticketry_notifier.config import NotifierSettings
 from ticketry_notifier.hub import Hub

@@ -9,12 +9,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
-
 from ticketry import streams
 from ticketry.auth import AuthError, decode_token
+from ticketry.db import entries_of
 from ticketry.documents import Order
 from ticketry.events import DecodeError, decode_ticket_event
 from ticketry.ids import is_valid_id
+
 from ticketry_notifier.config import NotifierSettings
 from ticketry_notifier.hub import Hub, stream_id_key
 
@@ -33,7 +34,9 @@ async def progress(ws: WebSocket) -> None:
     after = ws.query_params.get("after")
     await ws.accept()
     try:
-        who = decode_token(token, key=settings.jwt_key, algorithm=settings.jwt_algorithm, leeway_s=settings.jwt_leeway_s)
+        who = decode_token(
+            token, key=settings.jwt_key, algorithm=settings.jwt_algorithm, leeway_s=settings.jwt_leeway_s
+        )
     except AuthError:
         await ws.close(4401, "unauthorized")
         return
@@ -74,16 +77,16 @@ async def progress(ws: WebSocket) -> None:
             # Replay what this order missed between ``after`` and the snapshot.
             start = after
             while True:
-                chunk = await hub.redis.xrange(streams.TICKET_EVENTS, min=f"({start}", max=upto, count=2000)
+                chunk = entries_of(await hub.redis.xrange(streams.TICKET_EVENTS, min=f"({start}", max=upto, count=2000))
                 if not chunk:
                     break
                 for raw_id, fields in chunk:
                     if fields.get(b"order_id", b"").decode() == order_id:
                         try:
-                            ev = decode_ticket_event(raw_id, fields)
+                            missed = decode_ticket_event(raw_id, fields)
                         except DecodeError:
                             continue
-                        await ws.send_bytes(orjson.dumps(ev.to_ws()))
+                        await ws.send_bytes(orjson.dumps(missed.to_ws()))
                 start = chunk[-1][0].decode()
         while True:
             ev = await sub.queue.get()
@@ -103,7 +106,7 @@ async def progress(ws: WebSocket) -> None:
 async def _owner(hub: Hub, order_id: str) -> str | None:
     if not is_valid_id(order_id, "or"):
         return None
-    owner = await hub.redis.hget(streams.order_progress(order_id), "owner")  # type: ignore[misc]
+    owner = await hub.redis.hget(streams.order_progress(order_id), "owner")
     if owner:
         return owner.decode() if isinstance(owner, bytes) else str(owner)
     order = await Order.get(order_id)

@@ -16,30 +16,31 @@ Crashed peers' entries are claimed by XAUTOCLAIM once idle past ``claim_idle_ms`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
-
 from ticketry import streams
+from ticketry.db import Entry, entries_of
 from ticketry.emit import Emitter
 from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
 from ticketry.storage import pdf_path, write_atomic
+
 from ticketry_renderer import metrics
 from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.render import Design, render_ticket
 
 log = logging.getLogger(__name__)
-
-Entry = tuple[bytes, dict[bytes, bytes]]
 
 
 def backoff_s(attempt: int, base: float, cap: float, rng: random.Random) -> float:
@@ -68,9 +69,7 @@ class Worker:
             self._emitter = Emitter(self.redis)
         return self._emitter
 
-    async def process(
-        self, lane: str, entries: Sequence[Entry], deliveries: dict[str, int] | None = None
-    ) -> None:
+    async def process(self, lane: str, entries: Sequence[Entry], deliveries: dict[str, int] | None = None) -> None:
         """Handle one batch from ``lane``; never raises for a bad entry."""
         t0 = time.perf_counter()
         storage = self.settings.storage_dir
@@ -119,7 +118,7 @@ class Worker:
             by_order.setdefault(req.order_id, []).append(req.ticket_id)
         out: dict[str, set[str]] = {}
         for order_id, tids in by_order.items():
-            flags = await self.redis.smismember(streams.order_done(order_id), tids)  # type: ignore[misc]
+            flags = await self.redis.smismember(streams.order_done(order_id), tids)
             out[order_id] = {t for t, f in zip(tids, flags, strict=True) if f}
         return out
 
@@ -168,14 +167,14 @@ class Worker:
         pipe: Pipeline,
         lane: str,
         entry_id: str,
-        fields: dict[bytes, bytes] | dict[str, bytes],
+        fields: Mapping[bytes, bytes] | Mapping[str, bytes],
         reason: str,
         history: list[str],
         *,
         ack: bool,
     ) -> None:
         """Park the request with its reason and attempt history."""
-        payload = {(k.decode() if isinstance(k, bytes) else k): v for k, v in fields.items()}
+        payload: dict[Any, Any] = {(k.decode() if isinstance(k, bytes) else k): v for k, v in fields.items()}
         pipe.xadd(
             streams.DEAD_LETTERS,
             {
@@ -201,9 +200,9 @@ class Worker:
             due = [eid for (ln, eid), t in self.retry_due.items() if ln == lane and t <= now]
             if due:
                 # XCLAIM with min-idle 0 to ourselves: counts one more delivery.
-                claimed = await self.redis.xclaim(lane, streams.RENDERERS_GROUP, self.consumer, 0, due)
-                handled += await self._process_claimed(lane, claimed, due)
-            resp = await self.redis.xautoclaim(
+                claimed: Any = await self.redis.xclaim(lane, streams.RENDERERS_GROUP, self.consumer, 0, list(due))
+                handled += await self._process_claimed(lane, entries_of(claimed), due)
+            resp: Any = await self.redis.xautoclaim(
                 lane, streams.RENDERERS_GROUP, self.consumer, self.settings.claim_idle_ms, "0-0", count=50
             )
             claimed, deleted = resp[1], (resp[2] if len(resp) > 2 else [])
@@ -247,10 +246,8 @@ class Worker:
         total = 0
         for lane in streams.RENDER_LANES:
             while True:
-                resp = await self.redis.xreadgroup(
-                    streams.RENDERERS_GROUP, self.consumer, {lane: "0"}, count=50
-                )
-                entries = [(e, f) for e, f in (resp[0][1] if resp else []) if f]
+                mine: Any = await self.redis.xreadgroup(streams.RENDERERS_GROUP, self.consumer, {lane: "0"}, count=50)
+                entries = [(e, f) for e, f in entries_of(mine) if f]
                 fresh = [e for e in entries if (lane, _sid(e[0])) not in self.retry_due]
                 if not fresh:
                     break
@@ -282,10 +279,8 @@ class Worker:
                 log.warning("claimer: redis error", extra={"error": str(exc)})
             except Exception:
                 log.exception("claimer: unexpected error")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.settings.claim_interval_s)
-            except TimeoutError:
-                pass
 
     async def heartbeat_loop(self, stop: asyncio.Event) -> None:
         key = streams.renderer_heartbeat(self.consumer)
@@ -308,10 +303,8 @@ class Worker:
                     await pipe.execute()
             except (ConnectionError, TimeoutError):
                 pass
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
-            except TimeoutError:
-                pass
         await self.redis.delete(key)
 
 

@@ -11,10 +11,10 @@ from faststream import AckPolicy, FastStream
 from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.annotations import RedisBatchStreamMessage
 from prometheus_client import start_http_server
-
 from ticketry import streams
 from ticketry.db import connect_redis, ensure_groups
 from ticketry.telemetry import setup_logging
+
 from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.handlers import Worker, default_consumer
 

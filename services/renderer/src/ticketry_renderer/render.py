@@ -17,10 +17,9 @@ import segno
 from jinja2 import StrictUndefined, select_autoescape
 from jinja2.sandbox import SandboxedEnvironment
 from markupsafe import Markup
+from ticketry.events import RenderRequest
 from weasyprint import HTML
 from weasyprint.urls import URLFetcher, URLFetcherResponse
-
-from ticketry.events import RenderRequest
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
 from ticketry.documents import Event
+
 from ticketry_api.deps import State
 from ticketry_api.errors import Problem
 

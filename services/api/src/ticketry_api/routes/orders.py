@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header
-
 from ticketry.auth import Principal
 from ticketry.documents import Order, Ticket
 from ticketry.ids import is_valid_id
+
 from ticketry_api.deps import AnyUser, State, require
 from ticketry_api.errors import Problem
 from ticketry_api.orders import place_order
@@ -26,9 +26,7 @@ async def create_order(
     body: OrderIn,
     state: State,
     who: Annotated[Principal, Depends(require("buyer"))],
-    idempotency_key: Annotated[
-        str | None, Header(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
-    ] = None,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] = None,
 ) -> OrderAccepted:
     order = await place_order(
         redis=state.redis,
@@ -60,9 +58,7 @@ async def get_order(order_id: str, who: AnyUser, state: State) -> OrderOut:
     order = await owned_order(order_id, who)
     statuses = {
         t["_id"]: t["status"]
-        async for t in Ticket.get_pymongo_collection().find(
-            {"order_id": order.id}, {"_id": 1, "status": 1}
-        )
+        async for t in Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1, "status": 1})
     }
     return OrderOut(
         id=order.id,
@@ -72,8 +68,7 @@ async def get_order(order_id: str, who: AnyUser, state: State) -> OrderOut:
         rendered=order.rendered,
         failed=order.failed,
         tickets=[
-            TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf")
-            for t in order.ticket_ids
+            TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf") for t in order.ticket_ids
         ],
         progress_url=progress_url(state.settings.notifier_public_url, order.id),
     )

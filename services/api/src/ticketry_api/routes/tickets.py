@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
-
 from ticketry.auth import Principal
-from ticketry.documents import Ticket
+from ticketry.documents import Checkin, Ticket
 from ticketry.ids import is_valid_id
 from ticketry.storage import pdf_path
+
 from ticketry_api.deps import AnyUser, State
 from ticketry_api.errors import Problem
 from ticketry_api.schemas import TicketOut
@@ -26,9 +26,12 @@ async def owned_ticket(ticket_id: str, who: Principal) -> Ticket:
 @router.get("/{ticket_id}", response_model=TicketOut)
 async def get_ticket(ticket_id: str, who: AnyUser) -> TicketOut:
     t = await owned_ticket(ticket_id, who)
+    status = t.status
+    if status != "checked_in" and await Checkin.get(t.id) is not None:
+        status = "checked_in"  # the Checkin record is the authority
     return TicketOut(
         id=t.id, order_id=t.order_id, event_id=t.event_id, holder_name=t.holder_name,
-        tier=t.tier, status=t.status, pdf_url=f"/v1/tickets/{t.id}/pdf",
+        tier=t.tier, status=status, pdf_url=f"/v1/tickets/{t.id}/pdf",
     )  # fmt: skip
 
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything Ticketry needs on a fresh Debian machine of our kind, and
+# nothing twice: system packages (Redis, Pango/HarfBuzz incl. the subsetter,
+# fonts, poppler), uv and just, the FerretDB binary built from the Go module
+# proxy, and the Python workspace. Idempotent; fast when all is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  redis-server            # Redis >= 7 (streams, XAUTOCLAIM)
+  libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz0b
+  libharfbuzz-subset0     # without it WeasyPrint falls back to fontTools, ~3.4x slower
+  fonts-liberation2 fonts-dejavu-core
+  poppler-utils           # pdftoppm, for looking at tickets
+  iproute2                # ip netns for the multi-host test
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: apt-get install ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian starts a system redis on 6379 when installing the package; we run our own.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then
+  systemctl stop redis-server || true
+fi
+
+command -v uv >/dev/null 2>&1 || { echo "bootstrap: pip install uv"; python3 -m pip install -q uv; }
+command -v just >/dev/null 2>&1 || { echo "bootstrap: pip install rust-just"; python3 -m pip install -q rust-just; }
+
+# FerretDB v1.24.2 (SQLite backend) through our own main (infra/ferretdb).
+if [[ ! -x .bin/ferretdb || infra/ferretdb/main.go -nt .bin/ferretdb || infra/ferretdb/go.sum -nt .bin/ferretdb ]]; then
+  echo "bootstrap: building FerretDB (go build, module proxy)"
+  mkdir -p .bin
+  (cd infra/ferretdb && CGO_ENABLED=0 go build -trimpath -o ../../.bin/ferretdb .)
+fi
+
+uv sync --frozen --all-packages -q
+echo "bootstrap: ok"

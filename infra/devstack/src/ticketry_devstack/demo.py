@@ -1,0 +1,45 @@
+"""A demo order against a running stack, with its live progress printed."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import orjson
+import websockets
+
+from ticketry.auth import issue_token
+from ticketry.settings import DEV_JWT_SECRET
+
+
+async def demo(api_url: str, quantity: int) -> None:
+    organizer = issue_token("demo-organizer", "organizer", key=DEV_JWT_SECRET)
+    buyer = issue_token("demo-buyer", "buyer", key=DEV_JWT_SECRET)
+    async with httpx.AsyncClient(base_url=api_url, timeout=60) as api:
+        ev = await api.post(
+            "/v1/events",
+            json={"name": "Ticketry Live", "venue": "Loopback Hall", "starts_at": "2027-06-01T20:00:00Z",
+                  "capacity": max(quantity, 100), "price": "39.00", "currency": "EUR"},
+            headers={"Authorization": f"Bearer {organizer}"},
+        )  # fmt: skip
+        ev.raise_for_status()
+        t0 = time.perf_counter()
+        r = await api.post(
+            "/v1/orders",
+            json={"event_id": ev.json()["id"], "quantity": quantity, "holder_name": "Grace Hopper"},
+            headers={"Authorization": f"Bearer {buyer}"},
+        )
+        r.raise_for_status()
+        order = r.json()
+        print(f"order {order['id']}: {quantity} tickets, 202 after {1000 * (time.perf_counter() - t0):.0f} ms")
+        async with websockets.connect(f"{order['progress_url']}?token={buyer}") as ws:
+            while True:
+                msg = orjson.loads(await ws.recv())
+                if msg["type"] in ("snapshot", "order.completed") or msg["rendered"] % max(quantity // 10, 1) == 0:
+                    print(
+                        f"  {time.perf_counter() - t0:6.2f}s {msg['type']:<16} "
+                        f"{msg['rendered']}/{msg['total']} rendered, {msg['failed']} failed"
+                    )
+                if msg["type"] == "order.completed":
+                    break
+        print(f"PDFs: {api_url}/v1/tickets/<id>/pdf  (buyer token: {buyer})")

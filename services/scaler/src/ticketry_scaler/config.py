@@ -1,0 +1,93 @@
+"""Scaler settings (environment, prefix ``TICKETRY_``): ``TICKETRY_<FIELD>``."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from ticketry.settings import CommonSettings, ConfigurationError
+
+Backend = Literal["local", "kubernetes", "dry-run"]
+
+# In-cluster service-account files (https://kubernetes.io/docs/tasks/run-application/access-api-from-pod/)
+_SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def _default_max() -> int:
+    return (os.cpu_count() or 1) * 2
+
+
+class ScalerSettings(CommonSettings):
+    """Everything the scaler reads; see the README's configuration table."""
+
+    # Bounds. With the local backend they are per host (max defaults to this host's CPUs x 2).
+    renderers_min: int = Field(default=1, ge=0)
+    renderers_max: int = Field(default_factory=_default_max, ge=1)
+
+    scaler_backend: Backend = "local"
+    # The backlog (lag + pending) should be drained within this many seconds.
+    scaler_target_drain_s: float = Field(default=30.0, gt=0)
+    scaler_interval_s: float = Field(default=1.0, gt=0)
+    # HPA-style stabilisation: up takes the *lowest* recommendation of the up-window,
+    # down the *highest* of the down-window (fast up, slow down).
+    scaler_up_window_s: float = Field(default=0.0, ge=0)
+    scaler_down_window_s: float = Field(default=60.0, ge=0)
+    # No scale-down within this long after any change (lets new renderers report a rate).
+    scaler_cooldown_s: float = Field(default=15.0, ge=0)
+    # Per-renderer rate (tickets/s) assumed until heartbeats report a measured one.
+    scaler_default_rate: float = Field(default=5.0, gt=0)
+    # When XINFO GROUPS reports lag as NULL, count undelivered entries up to this many.
+    scaler_lag_scan_cap: int = Field(default=10_000, ge=1)
+    # Instance name: leader-lock holder and prefix of the local renderers' consumer names.
+    scaler_instance: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+
+    # Metrics: 0 turns the /metrics server off. Bind loopback unless told otherwise.
+    scaler_metrics_port: int = Field(default=9102, ge=0, le=65535)
+    scaler_metrics_host: str = "127.0.0.1"
+
+    # Local backend.
+    renderer_command: str = "ticketry-renderer"
+    scaler_restart_backoff_s: float = Field(default=0.5, gt=0)
+    scaler_restart_backoff_max_s: float = Field(default=30.0, gt=0)
+    # A process that ran this long before dying starts its backoff afresh.
+    scaler_restart_reset_s: float = Field(default=30.0, gt=0)
+    # SIGTERM → SIGKILL bound. The renderer finishes in-flight work within ~10 s + one render.
+    scaler_drain_timeout_s: float = Field(default=30.0, gt=0)
+
+    # Kubernetes backend (scale subresource of the renderer Deployment).
+    scaler_k8s_api_url: str = "https://kubernetes.default.svc"
+    scaler_k8s_namespace: str | None = None  # None: the pod's own namespace
+    scaler_k8s_deployment: str = "ticketry-renderer"
+    scaler_k8s_token_file: Path | None = _SA_DIR / "token"
+    scaler_k8s_ca_file: Path | None = _SA_DIR / "ca.crt"
+    scaler_k8s_timeout_s: float = Field(default=3.0, gt=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScalerSettings:
+        if self.renderers_min > self.renderers_max:
+            raise ConfigurationError(
+                f"TICKETRY_RENDERERS_MIN ({self.renderers_min}) exceeds "
+                f"TICKETRY_RENDERERS_MAX ({self.renderers_max})"
+            )
+        if not self.renderer_argv:
+            raise ConfigurationError("TICKETRY_RENDERER_COMMAND is empty")
+        return self
+
+    @property
+    def renderer_argv(self) -> list[str]:
+        """The renderer command split like a shell would (no shell is involved)."""
+        return shlex.split(self.renderer_command)
+
+    @property
+    def k8s_namespace(self) -> str:
+        """The configured namespace, else the pod's own, else ``default``."""
+        if self.scaler_k8s_namespace:
+            return self.scaler_k8s_namespace
+        ns_file = _SA_DIR / "namespace"
+        if ns_file.is_file():
+            return ns_file.read_text().strip()
+        return "default"

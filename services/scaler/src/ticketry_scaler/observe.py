@@ -1,0 +1,114 @@
+"""Read what the policy needs from Redis: lane backlogs and renderer heartbeats."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+from ticketry import streams
+
+from ticketry_scaler.policy import LaneBacklog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """One live renderer, as it last reported itself (the key expires when it dies)."""
+
+    consumer: str
+    pid: int
+    host: str
+    rate: float
+    rendered: int
+    started: float
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _num(value: Any, default: float = 0.0) -> float:
+    try:
+        return float(_text(value))
+    except (TypeError, ValueError):
+        return default
+
+
+async def lane_backlog(redis: Redis, stream: str, group: str, *, scan_cap: int) -> LaneBacklog:
+    """``XINFO GROUPS`` of one lane; a missing stream is an empty lane.
+
+    A missing group means nobody ever read the lane: everything in it is lag.
+    """
+    try:
+        groups: list[dict[str, Any]] = await redis.xinfo_groups(stream)
+    except ResponseError as exc:
+        if "no such key" in str(exc).lower():
+            return LaneBacklog(stream=stream, lag=0, pending=0)
+        raise
+    info = next((g for g in groups if _text(g.get("name")) == group), None)
+    length = int(await redis.xlen(stream))
+    if info is None:
+        log.warning("group missing on lane", extra={"stream": stream, "group": group})
+        return LaneBacklog(stream=stream, lag=length, pending=0, length=length)
+    lag = info.get("lag")
+    pending = int(info.get("pending") or 0)
+    undelivered: int | None = None
+    if lag is None:
+        # Redis could not compute the lag (see policy.py); count what is past the
+        # group's position ourselves, capped: the max bounds the answer anyway.
+        last = _text(info.get("last-delivered-id") or "0-0")
+        after = await redis.xrange(stream, min=f"({last}", max="+", count=scan_cap)
+        undelivered = len(after or [])
+    return LaneBacklog(
+        stream=stream,
+        lag=None if lag is None else int(lag),
+        pending=pending,
+        undelivered=undelivered,
+        length=length,
+    )
+
+
+async def backlogs(
+    redis: Redis,
+    lanes: Iterable[str] = streams.RENDER_LANES,
+    group: str = streams.RENDERERS_GROUP,
+    *,
+    scan_cap: int = 10_000,
+) -> list[LaneBacklog]:
+    """Every render lane's backlog for the renderers' group."""
+    return [await lane_backlog(redis, lane, group, scan_cap=scan_cap) for lane in lanes]
+
+
+def _heartbeat(key: str, fields: dict[Any, Any]) -> Heartbeat | None:
+    data = {_text(k): v for k, v in fields.items()}
+    if not data:  # expired between SCAN and HGETALL
+        return None
+    consumer = _text(data.get("consumer", key.removeprefix(streams.RENDERER_PREFIX)))
+    return Heartbeat(
+        consumer=consumer,
+        pid=int(_num(data.get("pid"))),
+        host=_text(data.get("host", "")),
+        rate=_num(data.get("rate")),
+        rendered=int(_num(data.get("rendered"))),
+        started=_num(data.get("started")),
+    )
+
+
+async def heartbeats(redis: Redis) -> list[Heartbeat]:
+    """Live renderers (their heartbeat keys expire ``HEARTBEAT_TTL_S`` after death)."""
+    keys = [
+        _text(k) async for k in redis.scan_iter(match=streams.renderer_heartbeat("*"), count=500)
+    ]
+    if not keys:
+        return []
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.hgetall(key)
+        rows: list[dict[Any, Any]] = await pipe.execute()
+    beats = (_heartbeat(key, row) for key, row in zip(keys, rows, strict=True))
+    return sorted((b for b in beats if b is not None), key=lambda b: b.consumer)

@@ -1,0 +1,59 @@
+"""Real servers for the whole test run: Redis (AOF) and FerretDB started here,
+plus the services as separate processes. Nothing is faked.
+
+``TICKETRY_TEST_REDIS_URL`` / ``TICKETRY_TEST_MONGO_URL`` point the tests at
+running servers instead (e.g. a real MongoDB).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from ticketry.auth import Role, issue_token
+from ticketry.settings import DEV_JWT_SECRET
+from ticketry_devstack.procs import Stack
+
+TokenFactory = Callable[[str, Role], str]
+
+
+def make_stack(root: Path, renderers: int = 2, extra_env: dict[str, str] | None = None) -> Stack:
+    """Infra + api + notifier + ``renderers`` renderer processes under ``root``."""
+    stack = Stack(root, env={"TICKETRY_DEV_MODE": "1", "TICKETRY_LOG_LEVEL": "WARNING", **(extra_env or {})})
+    try:
+        stack.start_infra(os.environ.get("TICKETRY_TEST_REDIS_URL"), os.environ.get("TICKETRY_TEST_MONGO_URL"))
+        stack.start_api()
+        stack.start_notifier()
+        for _ in range(renderers):
+            stack.start_renderer()
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("stack")
+    s = make_stack(root)
+    yield s
+    s.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def token() -> TokenFactory:
+    def make(sub: str, role: Role) -> str:
+        return issue_token(sub, role, key=DEV_JWT_SECRET)
+
+    return make
+
+
+@pytest.fixture
+async def api(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=stack.api_url, timeout=60) as client:
+        yield client

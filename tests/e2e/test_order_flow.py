@@ -1,0 +1,113 @@
+"""The walking skeleton, end to end: order → stream → PDFs → WebSocket → check-in."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import httpx
+import pypdf
+import pytest
+
+from tests.conftest import TokenFactory
+from tests.helpers import bearer, collect_progress, create_event, decode_qr, place_order
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_twenty_tickets_render_and_check_in_once(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    # Given an event and a buyer
+    organizer, buyer, staff = token("org-1", "organizer"), token("buyer-1", "buyer"), token("staff-1", "staff")
+    event = await create_event(api, organizer, capacity=100)
+
+    # When the buyer orders 20 tickets
+    r = await place_order(api, buyer, event["id"], 20)
+    assert r.status_code == 202, r.text
+    order = r.json()
+    assert order["status"] == "processing" and len(order["tickets"]) == 20
+
+    # Then the WebSocket shows a snapshot, 20 rendered tickets and the completion
+    msgs = await collect_progress(order["progress_url"], buyer)
+    assert msgs[0]["type"] == "snapshot" and msgs[0]["total"] == 20
+    rendered = [m for m in msgs if m["type"] == "ticket.rendered"]
+    assert sorted(m["ticket_id"] for m in rendered) == sorted(order["tickets"])
+    assert msgs[-1]["type"] == "order.completed"
+    assert (msgs[-1]["rendered"], msgs[-1]["failed"], msgs[-1]["total"]) == (20, 0, 20)
+    assert [m["rendered"] for m in rendered] == sorted(m["rendered"] for m in rendered)
+
+    # And the read model catches up
+    for _ in range(100):
+        got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()
+        if got["status"] == "completed":
+            break
+        await asyncio.sleep(0.1)
+    assert got["status"] == "completed" and got["rendered"] == 20
+    assert {t["status"] for t in got["tickets"]} == {"rendered"}
+
+    # And every PDF parses and carries a QR that checks in exactly once
+    codes = []
+    for tid in order["tickets"]:
+        pdf = await api.get(f"/v1/tickets/{tid}/pdf", headers=bearer(buyer))
+        assert pdf.status_code == 200 and pdf.headers["content-type"] == "application/pdf"
+        reader = pypdf.PdfReader(io.BytesIO(pdf.content))
+        assert len(reader.pages) == 1
+        assert tid in reader.pages[0].extract_text()
+        codes.append(decode_qr(pdf.content))
+    assert len(set(codes)) == 20
+    for tid, code in zip(order["tickets"], codes, strict=True):
+        first = await api.post("/v1/checkins", json={"code": code}, headers=bearer(staff))
+        assert first.status_code == 200, first.text
+        assert first.json()["ticket_id"] == tid
+        again = await api.post("/v1/checkins", json={"code": code}, headers=bearer(staff))
+        assert again.status_code == 409
+        assert again.headers["content-type"] == "application/problem+json"
+    ticket = (await api.get(f"/v1/tickets/{order['tickets'][0]}", headers=bearer(buyer))).json()
+    assert ticket["status"] == "checked_in"
+
+
+async def test_other_buyer_cannot_see_order_or_pdfs(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    owner, other = token("buyer-a", "buyer"), token("buyer-b", "buyer")
+    event = await create_event(api, token("org-2", "organizer"), capacity=10)
+    order = (await place_order(api, owner, event["id"], 2)).json()
+    await collect_progress(order["progress_url"], owner)
+    for path in (f"/v1/orders/{order['id']}", f"/v1/tickets/{order['tickets'][0]}",
+                 f"/v1/tickets/{order['tickets'][0]}/pdf"):  # fmt: skip
+        r = await api.get(path, headers=bearer(other))
+        assert r.status_code in (403, 404), (path, r.status_code)
+        assert r.headers["content-type"] == "application/problem+json"
+        assert (await api.get(path, headers=bearer(owner))).status_code == 200
+        assert (await api.get(path)).status_code == 401
+
+
+async def test_sold_out_event_answers_409(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    buyer = token("buyer-c", "buyer")
+    event = await create_event(api, token("org-3", "organizer"), capacity=3)
+    assert (await place_order(api, buyer, event["id"], 2)).status_code == 202
+    r = await place_order(api, buyer, event["id"], 2)
+    assert r.status_code == 409
+    assert r.json()["status"] == 409 and r.json()["title"]
+    assert (await place_order(api, buyer, event["id"], 1)).status_code == 202
+    got = (await api.get(f"/v1/events/{event['id']}", headers=bearer(buyer))).json()
+    assert got["sold"] == 3
+
+
+async def test_concurrent_orders_never_oversell(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    event = await create_event(api, token("org-4", "organizer"), capacity=25)
+    buyers = [token(f"rush-{i}", "buyer") for i in range(40)]
+    results = await asyncio.gather(*(place_order(api, b, event["id"], 1) for b in buyers))
+    codes = sorted(r.status_code for r in results)
+    assert codes.count(202) == 25 and codes.count(409) == 15
+    got = (await api.get(f"/v1/events/{event['id']}", headers=bearer(buyers[0]))).json()
+    assert got["sold"] == 25
+
+
+async def test_unknown_event_and_bad_body(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    buyer = token("buyer-d", "buyer")
+    r = await place_order(api, buyer, "ev_00000000000000000000", 1)
+    assert r.status_code == 404 and r.headers["content-type"] == "application/problem+json"
+    r = await api.post("/v1/orders", json={"event_id": "x", "quantity": -1}, headers=bearer(buyer))
+    assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json"
+    r = await api.post(
+        "/v1/orders", content=b"{not json", headers={**bearer(buyer), "content-type": "application/json"}
+    )
+    assert r.status_code == 422

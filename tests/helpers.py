@@ -1,0 +1,64 @@
+"""Small steps shared by the end-to-end and chaos tests."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import Any
+
+import httpx
+import orjson
+import pypdfium2
+import websockets
+import zxingcpp
+
+
+def bearer(tok: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tok}"}
+
+
+async def create_event(api: httpx.AsyncClient, organizer: str, capacity: int = 1000, **over: Any) -> dict[str, Any]:
+    body = {
+        "name": "Night of Tests", "venue": "Loopback Arena", "starts_at": "2027-06-01T19:30:00Z",
+        "capacity": capacity, "price": "25.00", "currency": "EUR", **over,
+    }  # fmt: skip
+    r = await api.post("/v1/events", json=body, headers=bearer(organizer))
+    assert r.status_code == 201, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+async def place_order(api: httpx.AsyncClient, buyer: str, event_id: str, quantity: int, **over: Any) -> httpx.Response:
+    body = {"event_id": event_id, "quantity": quantity, "holder_name": "Ada Lovelace", "tier": "standard", **over}
+    headers = bearer(buyer)
+    if "idempotency_key" in over:
+        headers["Idempotency-Key"] = body.pop("idempotency_key")
+    return await api.post("/v1/orders", json=body, headers=headers)
+
+
+async def collect_progress(
+    progress_url: str, token: str, *, after: str | None = None, timeout_s: float = 120, stop_after: int | None = None
+) -> list[dict[str, Any]]:
+    """Messages of one order's progress socket, until ``order.completed``
+    (or ``stop_after`` messages)."""
+    url = f"{progress_url}?token={token}" + (f"&after={after}" if after else "")
+    out: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout_s), websockets.connect(url, max_size=2**20) as ws:
+        while True:
+            msg = orjson.loads(await ws.recv())
+            out.append(msg)
+            if msg["type"] == "order.completed" or (stop_after and len(out) >= stop_after):
+                return out
+
+
+def decode_qr(pdf: bytes) -> str:
+    """Rasterise page 1 and decode its QR code with zxing-cpp."""
+    doc = pypdfium2.PdfDocument(io.BytesIO(pdf))
+    try:
+        image = doc[0].render(scale=200 / 72).to_pil()
+    finally:
+        doc.close()
+    results = zxingcpp.read_barcodes(image)
+    assert results, "no QR code found on the page"
+    text: str = results[0].text
+    return text
