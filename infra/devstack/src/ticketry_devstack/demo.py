@@ -22,14 +22,18 @@ async def demo(api_url: str, quantity: int) -> None:
                   "capacity": max(quantity, 100), "price": "39.00", "currency": "EUR"},
             headers={"Authorization": f"Bearer {organizer}"},
         )  # fmt: skip
-        ev.raise_for_status()
+        if ev.status_code != 201:
+            print(f"demo: creating the event failed: {ev.status_code} {ev.text}")
+            return
         t0 = time.perf_counter()
         r = await api.post(
             "/v1/orders",
             json={"event_id": ev.json()["id"], "quantity": quantity, "holder_name": "Grace Hopper"},
             headers={"Authorization": f"Bearer {buyer}"},
         )
-        r.raise_for_status()
+        if r.status_code != 202:
+            print(f"demo: the order was refused: {r.status_code} {r.text}")
+            return
         order = r.json()
         print(f"order {order['id']}: {quantity} tickets, 202 after {1000 * (time.perf_counter() - t0):.0f} ms")
         async with websockets.connect(f"{order['progress_url']}?token={buyer}") as ws:
