@@ -83,6 +83,7 @@ def _alive(pid: int) -> bool:
 
 
 async def test_start_runs_min_and_names_each_child(fake: tuple[list[str], Path]) -> None:
+    assert RENDERER_NAME_ENV == "TICKETRY_RENDERER_NAME"  # the renderer's contract
     argv, out = fake
     backend = _backend(argv, minimum=2)
     await backend.start()
