@@ -104,12 +104,13 @@ def tool(name: str) -> str:
     return found
 
 
-def redis_proc(data_dir: Path, port: int, *, fsync: str = "everysec") -> Proc:
-    """Redis with AOF on (``appendfsync`` = ``fsync``), data under ``data_dir``."""
+def redis_proc(data_dir: Path, port: int, *, fsync: str = "everysec", bind: tuple[str, ...] = ("127.0.0.1",)) -> Proc:
+    """Redis with AOF on (``appendfsync`` = ``fsync``), data under ``data_dir``,
+    listening on ``bind`` only (loopback-range addresses; see the multi-host test)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = [
         shutil.which("redis-server") or "/usr/bin/redis-server",
-        "--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes",
+        "--port", str(port), "--bind", *bind, "--protected-mode", "no",
         "--dir", str(data_dir), "--appendonly", "yes", "--appendfsync", fsync,
         "--save", "", "--daemonize", "no", "--logfile", "",
         # Never evict: streams and pending lists are the source of truth.
@@ -139,6 +140,7 @@ class Stack:
     notifier_port: int = 0
     redis_port: int = 0
     mongo_port: int = 0
+    redis_bind: tuple[str, ...] = ("127.0.0.1",)
 
     @property
     def api_url(self) -> str:
@@ -151,7 +153,7 @@ class Stack:
     def start_infra(self, redis_url: str | None = None, mongo_url: str | None = None) -> None:
         if redis_url is None:
             self.redis_port = self.redis_port or free_port()
-            p = self.procs["redis"] = redis_proc(self.data_dir / "redis", self.redis_port).start()
+            p = self.procs["redis"] = redis_proc(self.data_dir / "redis", self.redis_port, bind=self.redis_bind).start()
             wait_port(self.redis_port, proc=p.popen)
             redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
         if mongo_url is None:
@@ -189,13 +191,17 @@ class Stack:
         wait_port(self.notifier_port, 60, proc.popen)
         return proc
 
-    def start_renderer(self, extra: Mapping[str, str] | None = None) -> Proc:
+    def start_renderer(self, extra: Mapping[str, str] | None = None, *, netns: str | None = None) -> Proc:
+        """One more renderer process; inside network namespace ``netns`` if given
+        (a separate "host" for the multi-host test)."""
         n = len(self.renderers)
         name = f"renderer-{n}"
-        env = self.service_env(
-            {"TICKETRY_RENDERER_NAME": f"{socket.gethostname()}-t{os.getpid()}-{n}", **(extra or {})}
-        )
-        proc = Proc(name, [tool("ticketry-renderer")], env, self.data_dir / "logs" / f"{name}.log").start()
+        host = netns or socket.gethostname()
+        env = self.service_env({"TICKETRY_RENDERER_NAME": f"{host}-t{os.getpid()}-{n}", **(extra or {})})
+        argv = [tool("ticketry-renderer")]
+        if netns is not None:
+            argv = ["ip", "netns", "exec", netns, *argv]
+        proc = Proc(name, argv, env, self.data_dir / "logs" / f"{name}.log").start()
         self.renderers.append(proc)
         return proc
 
