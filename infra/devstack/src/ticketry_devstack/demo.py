@@ -7,7 +7,6 @@ import time
 import httpx
 import orjson
 import websockets
-
 from ticketry.auth import issue_token
 from ticketry.settings import DEV_JWT_SECRET
 
