@@ -1,0 +1,427 @@
+"""The fast path: the design rendered once per event by WeasyPrint, the per-ticket
+fields stamped into a copy of that PDF page.
+
+How it works (pure, no I/O):
+
+1. **Template** (once per event look: design hash + event name, venue, date,
+   tier, price, key id, id lengths). The real Jinja template is rendered with the
+   per-ticket fields replaced by *hidden* placeholders (``visibility: hidden``
+   spans of the same length in a monospace font, an empty ``<svg>`` for the QR), so
+   WeasyPrint lays the page out exactly as for a real ticket but draws nothing
+   there. We read each placeholder's position, font, size and colour from
+   WeasyPrint's layout boxes, embed a small WinAnsi subset of those very font
+   files (the ones Pango chose), and save the page with an empty overlay stream.
+2. **Per ticket** (≈ 0.5 ms): the overlay content stream (text in hex strings
+   of WinAnsi codes, QR as filled rectangles from zxing-cpp's C++ encoder) is
+   appended to the template bytes as a PDF incremental update (one object, one
+   xref entry, a trailer with ``/Prev``). No markup is parsed: the ticket fields
+   are encoded to glyph codes, nothing else.
+
+A ticket the fast path cannot draw faithfully (a character outside the embedded
+charset, a holder name wider than its cell, ids of another length, whitespace
+HTML would collapse) raises :class:`Unsupported`; the caller renders it in full.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import zxingcpp
+from fontTools import subset as ft_subset  # type: ignore[import-untyped]
+from fontTools.ttLib import TTFont  # type: ignore[import-untyped]
+from markupsafe import Markup
+from pypdf import PdfReader, PdfWriter
+from pypdf.generic import (
+    ArrayObject,
+    DecodedStreamObject,
+    DictionaryObject,
+    FloatObject,
+    NameObject,
+    NumberObject,
+    StreamObject,
+    TextStringObject,
+)
+from ticketry.events import RenderRequest
+from weasyprint.formatting_structure import boxes
+from weasyprint.text.fonts import get_hb_object_data, get_pango_font_hb_face
+
+PX_TO_PT = 0.75
+# Holder names may use any printable Windows-1252 character; ids use the
+# characters of ticketry.ids (and a little more, for safety).
+_CP1252 = bytes(range(0x20, 0x7F)) + bytes(b for b in range(0x80, 0x100) if b not in (0x81, 0x8D, 0x8F, 0x90, 0x9D))
+HOLDER_CHARSET = frozenset(_CP1252.decode("cp1252"))
+ID_CHARSET = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+SLOT_CHARSETS = {"holder": HOLDER_CHARSET, "order": ID_CHARSET, "ticket": ID_CHARSET}
+QR_QUIET_MODULES = 2  # the same quiet zone as the full render's segno SVG
+
+
+class Unsupported(Exception):
+    """This ticket cannot be stamped faithfully; render it in full."""
+
+
+def placeholder(slot: str, text: str) -> Markup:
+    # Our own constant markup around our own placeholder text (never ticket data).
+    return Markup(f'<span data-slot="{slot}" style="visibility:hidden">{text}</span>')  # noqa: S704
+
+
+QR_PLACEHOLDER = Markup('<svg data-slot="qr" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"></svg>')
+
+
+@dataclass(frozen=True)
+class EmbeddedFont:
+    resource: str  # /TkF0 …
+    widths: dict[str, float] = field(repr=False)  # char → advance in 1/1000 em
+    cmap: frozenset[str] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class TextSlot:
+    field: str  # holder | order | ticket
+    x: float  # pt, PDF coordinates (origin bottom left)
+    y: float  # baseline
+    size: float  # pt
+    rgb: tuple[float, float, float]
+    font: EmbeddedFont
+    placeholder_len: int
+    max_width: float  # pt available to the right of x (left-aligned slots)
+
+
+@dataclass(frozen=True)
+class QrSlot:
+    x: float  # pt, bottom-left of the QR box
+    y: float
+    size: float  # pt (square)
+
+
+@dataclass(frozen=True)
+class Template:
+    """The event's page with an empty overlay, ready to stamp."""
+
+    base: bytes  # a complete PDF
+    overlay_obj: int  # object number replaced per ticket
+    trailer_tail: bytes  # "/Root 1 0 R /Info 2 0 R /ID [...]"
+    size: int  # /Size of the xref
+    prev_xref: int
+    texts: tuple[TextSlot, ...]
+    qr: QrSlot
+
+    def stamp(self, req: RenderRequest) -> bytes:
+        ops = [b"q"]
+        for slot in self.texts:
+            ops.append(_text_op(slot, _value(req, slot)))
+        ops.append(_qr_ops(self.qr, req.code))
+        ops.append(b"Q")
+        content = zlib.compress(b"\n".join(ops), 1)
+        off = len(self.base)
+        obj = b"%d 0 obj\n<</Length %d /Filter /FlateDecode>>\nstream\n%s\nendstream\nendobj\n" % (
+            self.overlay_obj,
+            len(content),
+            content,
+        )
+        xref_off = off + len(obj)
+        tail = b"xref\n%d 1\n%010d 00000 n \ntrailer\n<</Size %d %s /Prev %d>>\nstartxref\n%d\n%%%%EOF\n" % (
+            self.overlay_obj,
+            off,
+            self.size,
+            self.trailer_tail,
+            self.prev_xref,
+            xref_off,
+        )
+        return b"".join((self.base, obj, tail))
+
+
+def _value(req: RenderRequest, slot: TextSlot) -> str:
+    value: str = {"holder": req.holder_name, "order": req.order_id, "ticket": req.ticket_id}[slot.field]
+    if not set(value) <= slot.font.cmap:
+        raise Unsupported(f"{slot.field}: characters outside the embedded font")
+    if slot.field == "holder":
+        # HTML collapses and strips white space; keep the fast path exactly equivalent.
+        if not value or value != " ".join(value.split(" ")).strip() or "  " in value:
+            raise Unsupported("holder: white space HTML would collapse")
+        width = sum(slot.font.widths[c] for c in value) * slot.size / 1000
+        if width > slot.max_width - 0.5:
+            raise Unsupported("holder: wider than its cell (would wrap)")
+    elif len(value) != slot.placeholder_len:
+        raise Unsupported(f"{slot.field}: length differs from the template's")
+    return value
+
+
+def _text_op(slot: TextSlot, value: str) -> bytes:
+    r, g, b = slot.rgb
+    # Hex string of WinAnsi codes: no PDF string syntax to escape, no markup.
+    hexstr = value.encode("cp1252").hex()
+    return b"BT /%s %.3f Tf %.4f %.4f %.4f rg 1 0 0 1 %.3f %.3f Tm <%s> Tj ET" % (
+        slot.font.resource.encode(),
+        slot.size,
+        r,
+        g,
+        b,
+        slot.x,
+        slot.y,
+        hexstr.encode(),
+    )
+
+
+def qr_matrix(code: str) -> list[bytes]:
+    """Rows of the QR (error correction M), one byte per module, 0 = dark."""
+    barcode = zxingcpp.create_barcode(code, zxingcpp.BarcodeFormat.QRCode, ec_level="M")
+    image = barcode.to_image(scale=1, add_quiet_zones=False)
+    n = image.shape[1]
+    raw = bytes(memoryview(image).cast("B"))  # type: ignore[arg-type]  # zxingcpp.Image has the buffer protocol
+    return [raw[i : i + n] for i in range(0, len(raw), n)]
+
+
+_DARK_RUN = re.compile(b"\x00+")
+
+
+def _qr_ops(slot: QrSlot, code: str) -> bytes:
+    rows = qr_matrix(code)
+    n = len(rows)
+    module = slot.size / (n + 2 * QR_QUIET_MODULES)
+    x0 = slot.x + QR_QUIET_MODULES * module
+    y0 = slot.y + slot.size - QR_QUIET_MODULES * module
+    # Module units, y pointing down from the QR's top-left corner.
+    out = [b"0 0 0 rg %.5f 0 0 %.5f %.3f %.3f cm" % (module, -module, x0, y0)]
+    for r, row in enumerate(rows):
+        out.extend(b"%d %d %d 1 re" % (m.start(), r, m.end() - m.start()) for m in _DARK_RUN.finditer(row))
+    out.append(b"f")
+    return b"\n".join(out)
+
+
+# -- building a template ---------------------------------------------------------
+
+
+def placeholder_request(req: RenderRequest) -> RenderRequest:
+    """The request as the template sees it: per-ticket fields hidden, same size."""
+    return req.model_copy(
+        update={
+            "holder_name": placeholder("holder", "X"),
+            "ticket_id": placeholder("ticket", "0" * len(req.ticket_id)),
+            "order_id": placeholder("order", "0" * len(req.order_id)),
+        }
+    )
+
+
+def build_template(document: Any, event_title: str) -> Template:
+    """Turn WeasyPrint's rendered placeholder document into a stamping template."""
+    if len(document.pages) != 1:
+        raise Unsupported("design is not a single page")
+    page = document.pages[0]
+    page_h = page.height * PX_TO_PT
+    found: list[tuple[str, Any, Any]] = []
+    qr: QrSlot | None = None
+    for box, block in _walk(page._page_box, None):
+        element = getattr(box, "element", None)
+        slot = element.get("data-slot") if element is not None else None
+        if slot is None:
+            continue
+        if isinstance(box, boxes.TextBox):
+            found.append((slot, box, block))
+        elif slot == "qr" and isinstance(box, boxes.ReplacedBox):
+            qr = QrSlot(
+                x=box.content_box_x() * PX_TO_PT,
+                y=page_h - (box.content_box_y() + box.height) * PX_TO_PT,
+                size=min(box.width, box.height) * PX_TO_PT,
+            )
+    if qr is None or not found:
+        raise Unsupported("design has no stampable slots")
+    fonts = _FontSet()
+    specs = []
+    for slot, box, block in found:
+        font_bytes, index = _pango_font_file(box)
+        color = box.style["color"].to("srgb")
+        if color.alpha != 1:
+            raise Unsupported("translucent text")
+        specs.append(
+            _SlotSpec(
+                field=slot,
+                x=box.position_x * PX_TO_PT,
+                y=page_h - (box.position_y + box.baseline) * PX_TO_PT,
+                size=box.style["font_size"] * PX_TO_PT,
+                rgb=(float(color.coordinates[0]), float(color.coordinates[1]), float(color.coordinates[2])),
+                font_key=fonts.add(font_bytes, index, SLOT_CHARSETS[slot]),
+                placeholder_len=len(box.text),
+                max_width=(block.content_box_x() + block.width - box.position_x) * PX_TO_PT,
+            )
+        )
+    # A placeholder split over two lines means the real value would wrap: not stampable.
+    for slot in ("order", "ticket"):
+        if sum(1 for s in specs if s.field == slot) != len({(s.x, s.y) for s in specs if s.field == slot}):
+            raise Unsupported(f"{slot}: duplicate slot")  # pragma: no cover - defensive
+        if len({s.placeholder_len for s in specs if s.field == slot}) > 1:
+            raise Unsupported(f"{slot} wraps in this design")
+    return _assemble(document.write_pdf(), specs, qr, fonts, event_title)
+
+
+@dataclass(frozen=True)
+class _SlotSpec:
+    field: str
+    x: float
+    y: float
+    size: float
+    rgb: tuple[float, float, float]
+    font_key: str
+    placeholder_len: int
+    max_width: float
+
+
+def _walk(box: Any, block: Any) -> Any:
+    if isinstance(box, boxes.BlockBox):
+        block = box
+    yield box, block
+    for child in getattr(box, "children", ()):
+        yield from _walk(child, block)
+
+
+def _pango_font_file(textbox: Any) -> tuple[bytes, int]:
+    """The font file Pango shaped this text box with (what WeasyPrint embeds)."""
+    from weasyprint.text.ffi import ffi, harfbuzz
+
+    textbox.pango_layout.reactivate(textbox.style)
+    try:
+        first_line, _ = textbox.pango_layout.get_first_line()
+        run = first_line.runs[0]
+        if run == ffi.NULL:
+            raise Unsupported("empty placeholder")
+        hb_face = get_pango_font_hb_face(run.data.item.analysis.font)
+        return get_hb_object_data(hb_face), int(harfbuzz.hb_face_get_index(hb_face))
+    finally:
+        textbox.pango_layout.deactivate()
+
+
+class _FontSet:
+    """Fonts to embed, keyed by file; each gets the union of its slots' charsets."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, tuple[bytes, int, set[str], str]] = {}
+
+    def add(self, data: bytes, index: int, charset: frozenset[str]) -> str:
+        key = hashlib.sha256(data).hexdigest()[:16] + f"-{index}"
+        if key not in self.files:
+            self.files[key] = (data, index, set(), f"TkF{len(self.files)}")
+        self.files[key][2].update(charset)
+        return key
+
+
+def _subset_font(data: bytes, index: int, charset: set[str]) -> tuple[bytes, TTFont]:
+    font = TTFont(io.BytesIO(data), fontNumber=index)
+    options = ft_subset.Options()
+    options.layout_features = []
+    options.drop_tables = [*options.drop_tables, "FFTM"]
+    options.hinting = False
+    options.name_IDs = ["*"]
+    options.notdef_outline = True
+    options.recalc_bounds = True
+    subsetter = ft_subset.Subsetter(options)
+    subsetter.populate(unicodes=[ord(c) for c in charset])
+    subsetter.subset(font)
+    out = io.BytesIO()
+    font.save(out)
+    return out.getvalue(), TTFont(io.BytesIO(out.getvalue()))
+
+
+def _font_objects(writer: PdfWriter, name: str, data: bytes, index: int, charset: set[str]) -> tuple[Any, EmbeddedFont]:
+    sub, tt = _subset_font(data, index, charset)
+    cmap = tt.getBestCmap()
+    upem = tt["head"].unitsPerEm
+    hmtx = tt["hmtx"]
+    scale = 1000 / upem
+    present = {c for c in charset if ord(c) in cmap}
+    widths = {c: hmtx[cmap[ord(c)]][0] * scale for c in present}
+    codes = [0] * 256
+    for c in present:
+        codes[c.encode("cp1252")[0]] = round(widths[c])
+    head, os2, post = tt["head"], tt["OS/2"], tt["post"]
+    ps_name = f"TKAAAA+{tt['name'].getDebugName(6) or name}".replace(" ", "-")
+    file_stream = StreamObject()
+    file_stream.set_data(sub)
+    file_stream = file_stream.flate_encode(level=6)
+    file_stream[NameObject("/Length1")] = NumberObject(len(sub))
+    descriptor = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/FontDescriptor"),
+            NameObject("/FontName"): NameObject("/" + ps_name),
+            NameObject("/Flags"): NumberObject(32),
+            NameObject("/FontBBox"): ArrayObject(
+                [FloatObject(v * scale) for v in (head.xMin, head.yMin, head.xMax, head.yMax)]
+            ),
+            NameObject("/ItalicAngle"): FloatObject(post.italicAngle),
+            NameObject("/Ascent"): FloatObject(os2.sTypoAscender * scale),
+            NameObject("/Descent"): FloatObject(os2.sTypoDescender * scale),
+            NameObject("/CapHeight"): FloatObject(getattr(os2, "sCapHeight", os2.sTypoAscender) * scale),
+            NameObject("/StemV"): NumberObject(80),
+            NameObject("/FontFile2"): writer._add_object(file_stream),
+        }
+    )
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/TrueType"),
+            NameObject("/BaseFont"): NameObject("/" + ps_name),
+            NameObject("/FirstChar"): NumberObject(32),
+            NameObject("/LastChar"): NumberObject(255),
+            NameObject("/Widths"): ArrayObject([NumberObject(w) for w in codes[32:256]]),
+            NameObject("/Encoding"): NameObject("/WinAnsiEncoding"),
+            NameObject("/FontDescriptor"): writer._add_object(descriptor),
+        }
+    )
+    return writer._add_object(font), EmbeddedFont(name, widths, frozenset(present))
+
+
+def _stream(data: bytes) -> Any:
+    s = DecodedStreamObject()
+    s.set_data(data)
+    return s
+
+
+def _assemble(pdf: bytes, specs: list[_SlotSpec], qr: QrSlot, fonts: _FontSet, title: str) -> Template:
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf)))
+    page = writer.pages[0]
+    resources: Any = page[NameObject("/Resources")].get_object()
+    font_dict: Any = resources.get("/Font")
+    font_dict = font_dict.get_object() if font_dict is not None else DictionaryObject()
+    embedded: dict[str, EmbeddedFont] = {}
+    for key, (data, index, charset, name) in fonts.files.items():
+        ref, embedded[key] = _font_objects(writer, name, data, index, charset)
+        font_dict[NameObject("/" + name)] = ref
+    texts = tuple(
+        TextSlot(
+            field=s.field, x=s.x, y=s.y, size=s.size, rgb=s.rgb, font=embedded[s.font_key],
+            placeholder_len=s.placeholder_len, max_width=s.max_width,
+        )
+        for s in specs
+    )  # fmt: skip
+    resources[NameObject("/Font")] = font_dict
+    # WeasyPrint's stream may leave its transform in place: wrap it in q … Q.
+    contents: Any = page.get("/Contents")
+    original = list(contents.get_object()) if isinstance(contents.get_object(), ArrayObject) else [contents]
+    overlay = writer._add_object(_stream(b""))
+    page[NameObject("/Contents")] = ArrayObject(
+        [writer._add_object(_stream(b"q")), *original, writer._add_object(_stream(b"Q")), overlay]
+    )
+    writer.add_metadata({"/Title": TextStringObject(title)})
+    out = io.BytesIO()
+    writer.write(out)
+    base = out.getvalue()
+    if not base.endswith(b"\n"):
+        base += b"\n"
+    reader = PdfReader(io.BytesIO(base))
+    trailer: Any = reader.trailer
+    tail = [b"/Root %d 0 R" % trailer.raw_get("/Root").idnum]
+    if "/Info" in trailer:
+        tail.append(b"/Info %d 0 R" % trailer.raw_get("/Info").idnum)
+    prev = int(re.findall(rb"startxref\s+(\d+)", base)[-1])
+    return Template(
+        base=base,
+        overlay_obj=overlay.idnum,
+        trailer_tail=b" ".join(tail),
+        size=int(trailer["/Size"]),
+        prev_xref=prev,
+        texts=texts,
+        qr=qr,
+    )
