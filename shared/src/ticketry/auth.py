@@ -1,15 +1,32 @@
-"""Bearer tokens: verification pinned to one algorithm, ``exp`` required."""
+"""Bearer tokens: verification pinned to one algorithm, ``exp`` required.
+
+HS256 with a shared secret is the default. Shops with an identity provider set
+``TICKETRY_JWT_ALGORITHM=RS256`` (or ES256/EdDSA) and either
+``TICKETRY_JWT_PUBLIC_KEY`` (PEM text or a path to a PEM file) or
+``TICKETRY_JWT_JWKS_FILE`` (a JWKS document, keys picked by the token's ``kid``).
+Whatever is configured, a token signed with any other algorithm — ``none``,
+HS512, an RS256 token presented to an HS256 service (the classic key-confusion
+attack) — is refused: the accepted algorithm list always has exactly one entry
+and the key type must fit it.
+"""
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
-from typing import Literal, cast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
 
 import jwt
+from jwt.algorithms import get_default_algorithms
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Role = Literal["buyer", "organizer", "staff", "admin"]
 ROLES: frozenset[str] = frozenset({"buyer", "organizer", "staff", "admin"})
+SYMMETRIC: frozenset[str] = frozenset({"HS256", "HS384", "HS512"})
+ASYMMETRIC: frozenset[str] = frozenset({"RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"})
 
 
 class AuthError(Exception):
@@ -32,27 +49,131 @@ class Principal:
         return self.is_admin or self.sub == owner_id
 
 
-def decode_token(token: str, *, key: str, algorithm: str = "HS256", leeway_s: int = 30) -> Principal:
-    """Verify a JWT and return its principal. Only ``algorithm`` is accepted."""
-    try:
-        claims = jwt.decode(
-            token,
-            key,
-            algorithms=[algorithm],
-            options={"require": ["exp", "sub"]},
-            leeway=leeway_s,
-        )
-    except jwt.PyJWTError as exc:
-        raise AuthError(str(exc)) from exc
+def _principal(claims: dict[str, Any]) -> Principal:
     sub, role = claims.get("sub"), claims.get("role")
-    if not isinstance(sub, str) or not sub or len(sub) > 128:
+    if not isinstance(sub, str) or not sub or len(sub) > 128 or not sub.isprintable():
         raise AuthError("invalid sub")
     if role not in ROLES:
         raise AuthError("invalid role")
     return Principal(sub=sub, role=cast(Role, role))
 
 
-def issue_token(sub: str, role: Role, *, key: str, ttl_s: int = 3600, algorithm: str = "HS256") -> str:
+def decode_token(token: str, *, key: Any, algorithm: str = "HS256", leeway_s: int = 30) -> Principal:
+    """Verify a JWT and return its principal. Only ``algorithm`` is accepted;
+    ``exp`` and ``sub`` are required, ``nbf``/``iat`` are checked when present
+    (with ``leeway_s`` of clock skew)."""
+    if algorithm not in SYMMETRIC | ASYMMETRIC:
+        raise AuthError("algorithm not allowed")
+    if len(token) > 8192:
+        raise AuthError("token too long")
+    try:
+        claims = jwt.decode(
+            token,
+            key,
+            algorithms=[algorithm],
+            options={"require": ["exp", "sub"], "verify_signature": True},
+            leeway=leeway_s,
+        )
+    except jwt.PyJWTError as exc:
+        raise AuthError(str(exc)) from exc
+    return _principal(claims)
+
+
+class JwtSettings(BaseSettings):
+    """The token-verification part of the environment (read by every service)."""
+
+    model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
+
+    jwt_algorithm: str = "HS256"
+    jwt_secret: SecretStr | None = None
+    jwt_public_key: str | None = None
+    jwt_jwks_file: Path | None = None
+    jwt_leeway_s: int = 30
+
+
+@dataclass
+class TokenVerifier:
+    """Verifies bearer tokens with the configured algorithm and key(s).
+
+    ``keys`` maps a JWKS ``kid`` to a key; ``key`` is used for tokens without a
+    ``kid`` (or when no JWKS is configured).
+    """
+
+    algorithm: str
+    key: Any = None
+    keys: dict[str, Any] = field(default_factory=dict)
+    leeway_s: int = 30
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in SYMMETRIC | ASYMMETRIC:
+            raise ValueError(f"JWT algorithm {self.algorithm!r} is not allowed")
+        if self.key is None and not self.keys:
+            raise ValueError(f"no verification key configured for {self.algorithm}")
+
+    def verify(self, token: str) -> Principal:
+        key = self.key
+        if self.keys:
+            try:
+                kid = jwt.get_unverified_header(token).get("kid")
+            except jwt.PyJWTError as exc:
+                raise AuthError(str(exc)) from exc
+            if isinstance(kid, str) and kid in self.keys:
+                key = self.keys[kid]
+            elif key is None:
+                raise AuthError("unknown key id")
+        return decode_token(token, key=key, algorithm=self.algorithm, leeway_s=self.leeway_s)
+
+    @classmethod
+    def from_env(cls, *, fallback_secret: str | None = None) -> TokenVerifier:
+        """Build from ``TICKETRY_JWT_*``; ``fallback_secret`` is the HS secret to
+        use when none is set (the caller's settings decide whether that is allowed)."""
+        return cls.from_settings(JwtSettings(), fallback_secret=fallback_secret)
+
+    @classmethod
+    def from_settings(cls, s: JwtSettings, *, fallback_secret: str | None = None) -> TokenVerifier:
+        alg = s.jwt_algorithm
+        if alg in SYMMETRIC:
+            secret = s.jwt_secret.get_secret_value() if s.jwt_secret is not None else fallback_secret
+            if not secret:
+                raise ValueError(f"{alg} needs TICKETRY_JWT_SECRET")
+            return cls(alg, key=secret, leeway_s=s.jwt_leeway_s)
+        if alg not in ASYMMETRIC:
+            raise ValueError(f"JWT algorithm {alg!r} is not allowed")
+        algo = get_default_algorithms()[alg]
+        key: Any = None
+        keys: dict[str, Any] = {}
+        if s.jwt_public_key:
+            pem = s.jwt_public_key
+            if not pem.lstrip().startswith("-----BEGIN"):
+                pem = Path(pem).read_text()
+            key = algo.prepare_key(pem)
+        if s.jwt_jwks_file is not None:
+            jwks = json.loads(s.jwt_jwks_file.read_text())
+            for jwk in jwks.get("keys", []):
+                if jwk.get("use", "sig") != "sig" or jwk.get("alg", alg) != alg:
+                    continue
+                kid = jwk.get("kid")
+                parsed = algo.from_jwk(jwk)
+                if isinstance(kid, str):
+                    keys[kid] = parsed
+                elif key is None:
+                    key = parsed
+        if key is None and not keys:
+            raise ValueError(f"{alg} needs TICKETRY_JWT_PUBLIC_KEY or TICKETRY_JWT_JWKS_FILE")
+        return cls(alg, key=key, keys=keys, leeway_s=s.jwt_leeway_s)
+
+
+def issue_token(
+    sub: str,
+    role: Role,
+    *,
+    key: Any,
+    ttl_s: int = 3600,
+    algorithm: str = "HS256",
+    kid: str | None = None,
+    not_before_s: int = 0,
+) -> str:
     """Mint a token (dev mode, tests, the demo)."""
     now = int(time.time())
-    return jwt.encode({"sub": sub, "role": role, "iat": now, "nbf": now, "exp": now + ttl_s}, key, algorithm)
+    claims = {"sub": sub, "role": role, "iat": now, "nbf": now + not_before_s, "exp": now + ttl_s}
+    return jwt.encode(claims, key, algorithm, headers={"kid": kid} if kid else None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,48 @@ class Keyring:
     active_kid: str
     private: dict[str, Ed25519PrivateKey] = field(default_factory=dict)
     public: dict[str, Ed25519PublicKey] = field(default_factory=dict)
+    keys_dir: Path | None = None
+    _stamp: tuple[tuple[str, int], ...] = ()
+    _checked_at: float = 0.0
+
+    @classmethod
+    def verify_only(cls, public_pems: dict[str, bytes]) -> Keyring:
+        """A scanner's keyring: public keys only (it can verify, never sign)."""
+        ring = cls(active_kid="")
+        for kid, pem in public_pems.items():
+            key = serialization.load_pem_public_key(pem)
+            if not isinstance(key, Ed25519PublicKey):
+                raise ValueError(f"{kid} is not an Ed25519 public key")
+            ring.public[kid] = key
+        return ring
+
+    def public_pems(self) -> dict[str, str]:
+        """Every verifying key as PEM, by key id (what scanners download)."""
+        return {
+            kid: key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+            for kid, key in sorted(self.public.items())
+        }
+
+    def refresh(self, *, min_interval_s: float = 2.0, force: bool = False) -> bool:
+        """Reload from ``keys_dir`` if its keys or ``ACTIVE`` changed (another
+        process rotated); cheap (a directory listing), throttled. In place, so
+        every holder of this keyring sees the new keys. True if reloaded."""
+        if self.keys_dir is None:
+            return False
+        now = time.monotonic()
+        if not force and now - self._checked_at < min_interval_s:
+            return False
+        self._checked_at = now
+        stamp = _dir_stamp(self.keys_dir)
+        if stamp == self._stamp:
+            return False
+        try:
+            fresh = load_keyring(self.keys_dir)
+        except (OSError, ValueError):
+            return False  # mid-rotation or broken: keep the keys we have, retry later
+        self.private, self.public, self.active_kid = fresh.private, fresh.public, fresh.active_kid
+        self._stamp = fresh._stamp
+        return True
 
     def sign(self, ticket_id: str) -> str:
         kid = self.active_kid
@@ -51,8 +94,10 @@ class Keyring:
 
     def verify(self, code: str) -> tuple[str, str]:
         """Return ``(ticket_id, key_id)`` of a genuine code, else raise InvalidCode."""
+        if len(code) > 256:
+            raise InvalidCode
         parts = code.split(".")
-        if len(parts) != 4 or parts[0] != PREFIX or len(code) > 256:
+        if len(parts) != 4 or parts[0] != PREFIX:
             raise InvalidCode
         _, kid, ticket_id, sig = parts
         pub = self.public.get(kid)
@@ -74,7 +119,7 @@ def load_keyring(keys_dir: Path, *, create: bool = False) -> Keyring:
     keys_dir.mkdir(parents=True, exist_ok=True)
     if create and not any(keys_dir.glob("*.pem")):
         rotate_key(keys_dir)
-    ring = Keyring(active_kid="")
+    ring = Keyring(active_kid="", keys_dir=keys_dir, _stamp=_dir_stamp(keys_dir))
     for pem in sorted(keys_dir.glob("*.pem")):
         key = serialization.load_pem_private_key(pem.read_bytes(), password=None)
         if not isinstance(key, Ed25519PrivateKey):
@@ -96,20 +141,41 @@ def load_keyring(keys_dir: Path, *, create: bool = False) -> Keyring:
     return ring
 
 
+def _dir_stamp(keys_dir: Path) -> tuple[tuple[str, int], ...]:
+    try:
+        files = [p for p in keys_dir.iterdir() if p.suffix in (".pem", ".pub") or p.name == "ACTIVE"]
+        return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in files))
+    except FileNotFoundError:
+        return ()
+
+
 def rotate_key(keys_dir: Path) -> str:
-    """Create a new signing key and make it active; older keys keep verifying."""
+    """Create a new signing key and make it active; older keys keep verifying.
+
+    Running api processes pick the new key up by themselves (``Keyring.refresh``).
+    Retire an old key only once no valid ticket carries it: delete its ``.pem``
+    (it stops signing) and later its ``.pub`` (its codes stop verifying).
+    """
     keys_dir.mkdir(parents=True, exist_ok=True)
-    existing = sorted(p.stem for p in keys_dir.glob("*.pem"))
-    kid = f"k{len(existing) + 1}"
+    numbers = [int(p.stem[1:]) for p in keys_dir.iterdir() if p.stem[:1] == "k" and p.stem[1:].isdigit()]
+    kid = f"k{max(numbers, default=0) + 1}"
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    path = keys_dir / f"{kid}.pem"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    # Written whole under a temp name, then linked into place without overwriting:
+    # a concurrent reader never sees a half-written key, a concurrent rotation fails.
+    tmp_pem = keys_dir / f".{kid}.pem.tmp"
+    fd = os.open(tmp_pem, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(pem)
-    (keys_dir / f"{kid}.pub").write_bytes(
-        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
+    pub = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    tmp_pub = keys_dir / f".{kid}.pub.tmp"
+    tmp_pub.write_bytes(pub)
+    try:
+        os.link(tmp_pub, keys_dir / f"{kid}.pub")
+        os.link(tmp_pem, keys_dir / f"{kid}.pem")
+    finally:
+        tmp_pem.unlink(missing_ok=True)
+        tmp_pub.unlink(missing_ok=True)
     tmp = keys_dir / "ACTIVE.tmp"
     tmp.write_text(kid)
     tmp.replace(keys_dir / "ACTIVE")

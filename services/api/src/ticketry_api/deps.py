@@ -1,18 +1,19 @@
-"""Request-scoped dependencies: the app state and the caller."""
+"""Request-scoped dependencies: the app state, the caller and their limits."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from redis.asyncio import Redis
-from ticketry.auth import AuthError, Principal, Role, decode_token
+from ticketry.auth import AuthError, Principal, Role, TokenVerifier
 from ticketry.codes import Keyring
 from ticketry.emit import Emitter
 
+from ticketry_api import ratelimit
 from ticketry_api.config import ApiSettings
 from ticketry_api.errors import Problem
 
@@ -23,6 +24,15 @@ class AppState:
     redis: Redis
     keyring: Keyring
     emitter: Emitter
+    # Built on first use from the same environment (TICKETRY_JWT_*), so main.py
+    # does not need to know how tokens are verified.
+    verifier: TokenVerifier | None = None
+    rates: ratelimit.RateSettings = field(default_factory=ratelimit.RateSettings)
+
+    def token_verifier(self) -> TokenVerifier:
+        if self.verifier is None:
+            self.verifier = TokenVerifier.from_env(fallback_secret=self.settings.jwt_key)
+        return self.verifier
 
 
 def get_state(request: Request) -> AppState:
@@ -31,6 +41,7 @@ def get_state(request: Request) -> AppState:
 
 
 _bearer = HTTPBearer(auto_error=False)
+_UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 
 
 def get_principal(
@@ -38,12 +49,12 @@ def get_principal(
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     if creds is None or creds.scheme.lower() != "bearer":
-        raise Problem(401, "unauthorized", "a bearer token is required", {"WWW-Authenticate": "Bearer"})
-    s = get_state(request).settings
+        raise Problem(401, "unauthorized", "a bearer token is required", _UNAUTHORIZED)
     try:
-        return decode_token(creds.credentials, key=s.jwt_key, algorithm=s.jwt_algorithm, leeway_s=s.jwt_leeway_s)
+        return get_state(request).token_verifier().verify(creds.credentials)
     except AuthError:
-        raise Problem(401, "unauthorized", "invalid or expired token", {"WWW-Authenticate": "Bearer"}) from None
+        # No reason given: "expired" vs "bad signature" helps nobody but an attacker.
+        raise Problem(401, "unauthorized", "invalid or expired token", _UNAUTHORIZED) from None
 
 
 def require(*roles: Role) -> Callable[..., Coroutine[Any, Any, Principal]]:
@@ -53,6 +64,23 @@ def require(*roles: Role) -> Callable[..., Coroutine[Any, Any, Principal]]:
     async def dep(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
         if principal.role not in allowed:
             raise Problem(403, "forbidden", "your role may not do this")
+        return principal
+
+    return dep
+
+
+def rate_limited(scope: str, *roles: Role) -> Callable[..., Coroutine[Any, Any, Principal]]:
+    """Like :func:`require`, then counts the call against the caller's per-minute
+    limit for ``scope`` (``orders`` or ``checkins``); 429 with Retry-After when over."""
+    allowed = set(roles) | {"admin"}
+
+    # Annotations name module globals only: FastAPI resolves them from there.
+    async def dep(request: Request, principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+        if principal.role not in allowed:
+            raise Problem(403, "forbidden", "your role may not do this")
+        state = get_state(request)
+        limit = {"orders": state.rates.rate_orders_per_min, "checkins": state.rates.rate_checkins_per_min}[scope]
+        await ratelimit.enforce(state.redis, scope, principal.sub, limit, state.rates.rate_window_s)
         return principal
 
     return dep

@@ -14,6 +14,36 @@ log = logging.getLogger(__name__)
 
 PROBLEM = "application/problem+json"
 
+_PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "status", "title", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "status": {"type": "integer"},
+        "title": {"type": "string"},
+        "detail": {"type": "string"},
+    },
+}
+_DESCRIPTIONS = {
+    401: "Missing, invalid or expired bearer token",
+    403: "Your role may not do this",
+    404: "Not found (or not yours: existence does not leak)",
+    409: "Conflict with the current state",
+    410: "Gone (revoked)",
+    413: "Request body too large",
+    422: "Invalid request",
+    429: "Rate limit exceeded (see Retry-After)",
+    503: "A dependency is unavailable or busy; retry",
+}
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for the problem+json errors a route answers."""
+    return {
+        s: {"description": _DESCRIPTIONS.get(s, "Error"), "content": {PROBLEM: {"schema": _PROBLEM_SCHEMA}}}
+        for s in statuses
+    }
+
 
 class Problem(Exception):
     """Raise from anywhere in a request to answer with problem+json."""
@@ -38,6 +68,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI's answer to a body it cannot even decode (not UTF-8, …): to
+            # a client that is just another invalid body, so the same 422.
+            return problem_response(422, "invalid request", "the request body could not be decoded")
         return problem_response(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)

@@ -1,7 +1,13 @@
-"""Pure-ASGI middleware: body size cap and security headers."""
+"""Pure-ASGI middleware: body size cap, security headers and (opt-in) CORS."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ticketry_api.errors import problem_response
@@ -29,7 +35,7 @@ class BodyLimit:
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > self.max_bytes:
-                    raise _TooLarge
+                    raise _TooLarge()
             return msg
 
         try:
@@ -38,8 +44,12 @@ class BodyLimit:
             await problem_response(413, "request body too large")(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    """An HTTPException so that FastAPI's body parser passes it through (it turns
+    any other error while reading the body into a 400)."""
+
+    def __init__(self) -> None:
+        super().__init__(413, "request body too large")
 
 
 _HEADERS = [
@@ -51,10 +61,48 @@ _HEADERS = [
 ]
 
 
-class SecurityHeaders:
-    """Deliberate defaults: no sniffing, no framing, no caching of buyers' data."""
+class CorsSettings(BaseSettings):
+    """``TICKETRY_CORS_ORIGINS``: comma-separated exact origins allowed to call the
+    API from a browser. Empty (the default) means no CORS headers at all, so no
+    other site's scripts can read responses. Tokens travel in the Authorization
+    header, never cookies, so credentials are never allowed cross-origin."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
+
+    cors_origins: Annotated[list[str], NoDecode] = []
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [o.strip().rstrip("/") for o in value.split(",") if o.strip()]
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _no_wildcard(cls, value: list[str]) -> list[str]:
+        for origin in value:
+            if origin == "*" or not origin.startswith(("https://", "http://")):
+                raise ValueError(f"CORS origin {origin!r} must be an exact http(s) origin, not a wildcard")
+        return value
+
+
+class SecurityHeaders:
+    """Deliberate defaults: no sniffing, no framing, no caching of buyers' data;
+    CORS only for the origins configured (see :class:`CorsSettings`)."""
+
+    def __init__(self, app: ASGIApp, cors_origins: list[str] | None = None) -> None:
+        origins = CorsSettings().cors_origins if cors_origins is None else cors_origins
+        if origins:
+            app = CORSMiddleware(
+                app,
+                allow_origins=origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+                expose_headers=["Retry-After"],
+                allow_credentials=False,
+                max_age=600,
+            )
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

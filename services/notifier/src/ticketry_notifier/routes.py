@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from ticketry import streams
-from ticketry.auth import AuthError, decode_token
+from ticketry.auth import AuthError, TokenVerifier
 from ticketry.db import entries_of
 from ticketry.documents import Order
 from ticketry.events import DecodeError, decode_ticket_event
@@ -34,9 +34,7 @@ async def progress(ws: WebSocket) -> None:
     after = ws.query_params.get("after")
     await ws.accept()
     try:
-        who = decode_token(
-            token, key=settings.jwt_key, algorithm=settings.jwt_algorithm, leeway_s=settings.jwt_leeway_s
-        )
+        who = _verifier(ws, settings).verify(token)
     except AuthError:
         await ws.close(4401, "unauthorized")
         return
@@ -101,6 +99,14 @@ async def progress(ws: WebSocket) -> None:
     finally:
         hub.unsubscribe(sub)
         CONNECTIONS.dec()
+
+
+def _verifier(ws: WebSocket, settings: NotifierSettings) -> TokenVerifier:
+    """The same verification as the api (TICKETRY_JWT_*), built once per app."""
+    verifier: TokenVerifier | None = getattr(ws.app.state, "token_verifier", None)
+    if verifier is None:
+        verifier = ws.app.state.token_verifier = TokenVerifier.from_env(fallback_secret=settings.jwt_key)
+    return verifier
 
 
 async def _owner(hub: Hub, order_id: str) -> str | None:

@@ -1,4 +1,4 @@
-"""/v1/checkins — one success per ticket, atomically."""
+"""/v1/checkins — one success per ticket, atomically; the scanners' public keys."""
 
 from __future__ import annotations
 
@@ -7,29 +7,42 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from pymongo.errors import DuplicateKeyError
 from ticketry.auth import Principal
-from ticketry.codes import InvalidCode
+from ticketry.codes import InvalidCode, rotate_key
 from ticketry.documents import Checkin, CheckinAttempt, Ticket, utcnow
 
-from ticketry_api.deps import State, require
-from ticketry_api.errors import Problem
-from ticketry_api.schemas import CheckinIn, CheckinOut
+from ticketry_api.deps import State, rate_limited, require
+from ticketry_api.errors import Problem, problems
+from ticketry_api.routes.orders import is_cancelled
+from ticketry_api.schemas import CheckinIn, CheckinOut, SigningKeysOut
 
 router = APIRouter(prefix="/v1/checkins", tags=["checkins"])
 
-_UNKNOWN = Problem(404, "unknown code")
+
+def _unknown() -> Problem:
+    # One answer for forged, tampered, unknown-key, unknown-ticket and revoked
+    # codes: nothing that tells a guesser which part was wrong.
+    return Problem(404, "unknown code")
 
 
-@router.post("", response_model=CheckinOut)
-async def check_in(body: CheckinIn, state: State, who: Annotated[Principal, Depends(require("staff"))]) -> CheckinOut:
+@router.post("", response_model=CheckinOut, responses=problems(401, 403, 404, 409, 413, 422, 429))
+async def check_in(
+    body: CheckinIn, state: State, who: Annotated[Principal, Depends(rate_limited("checkins", "staff"))]
+) -> CheckinOut:
     try:
-        ticket_id, _kid = state.keyring.verify(body.code)
+        try:
+            ticket_id, _kid = state.keyring.verify(body.code)
+        except InvalidCode:
+            # Maybe signed by a key another process just rotated in (throttled reload).
+            if not state.keyring.refresh():
+                raise
+            ticket_id, _kid = state.keyring.verify(body.code)
     except InvalidCode:
         await CheckinAttempt(ticket_id=None, staff_id=who.sub, result="refused").insert()
-        raise _UNKNOWN from None
+        raise _unknown() from None
     ticket = await Ticket.get(ticket_id)
-    if ticket is None or ticket.status == "revoked":
+    if ticket is None or ticket.status == "revoked" or await is_cancelled(ticket.order_id):
         await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result="refused").insert()
-        raise _UNKNOWN
+        raise _unknown()
     now = utcnow()
     try:
         # The unique _id is the lock: exactly one scan can insert it.
@@ -44,3 +57,24 @@ async def check_in(body: CheckinIn, state: State, who: Annotated[Principal, Depe
         {"_id": ticket_id}, {"$set": {"status": "checked_in", "checked_in_at": now}}
     )
     return CheckinOut(ticket_id=ticket_id, checked_in_at=now)
+
+
+def _keys_out(state: State) -> SigningKeysOut:
+    return SigningKeysOut(active_kid=state.keyring.active_kid, keys=state.keyring.public_pems())
+
+
+@router.get("/keys", response_model=SigningKeysOut, responses=problems(401, 403))
+async def signing_keys(state: State, _: Annotated[Principal, Depends(require("staff"))]) -> SigningKeysOut:
+    """Every public key that verifies codes, by key id: door scanners download
+    this and verify codes offline (they can never sign)."""
+    state.keyring.refresh()
+    return _keys_out(state)
+
+
+@router.post("/keys/rotate", response_model=SigningKeysOut, responses=problems(401, 403))
+async def rotate_signing_key(state: State, _: Annotated[Principal, Depends(require("admin"))]) -> SigningKeysOut:
+    """Make a new signing key active (admin). Codes already issued keep verifying
+    with their own key; other api processes pick the new key up within seconds."""
+    rotate_key(state.settings.keys_dir)
+    state.keyring.refresh(force=True)
+    return _keys_out(state)

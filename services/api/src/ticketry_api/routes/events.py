@@ -11,7 +11,7 @@ from ticketry.ids import is_valid_id, new_id
 
 from ticketry_api import capacity
 from ticketry_api.deps import AnyUser, require
-from ticketry_api.errors import Problem
+from ticketry_api.errors import Problem, problems
 from ticketry_api.orders import price_of
 from ticketry_api.schemas import EventIn, EventOut
 
@@ -25,7 +25,7 @@ def event_out(e: Event, sold: int) -> EventOut:
     )  # fmt: skip
 
 
-@router.post("", status_code=201, response_model=EventOut)
+@router.post("", status_code=201, response_model=EventOut, responses=problems(401, 403, 413, 422))
 async def create_event(body: EventIn, who: Annotated[Principal, Depends(require("organizer"))]) -> EventOut:
     event = Event(
         id=new_id("ev"),
@@ -41,7 +41,7 @@ async def create_event(body: EventIn, who: Annotated[Principal, Depends(require(
     return event_out(event, 0)
 
 
-@router.get("/{event_id}", response_model=EventOut)
+@router.get("/{event_id}", response_model=EventOut, responses=problems(401, 404, 422))
 async def get_event(event_id: str, _: AnyUser) -> EventOut:
     event = await Event.get(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:

@@ -7,7 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ticketry.documents import Event
 
 from ticketry_api.deps import State
-from ticketry_api.errors import Problem
+from ticketry_api.errors import Problem, problems
 
 router = APIRouter(tags=["health"])
 
@@ -17,7 +17,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses=problems(503))
 async def readyz(state: State) -> dict[str, str]:
     try:
         await state.redis.ping()

@@ -6,13 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header
 from ticketry.auth import Principal
-from ticketry.documents import Order, Ticket
+from ticketry.documents import Checkin, Event, Order, Reservation, Ticket
 from ticketry.ids import is_valid_id
 
-from ticketry_api.deps import AnyUser, State, require
-from ticketry_api.errors import Problem
+from ticketry_api import capacity
+from ticketry_api.deps import AnyUser, State, rate_limited
+from ticketry_api.errors import Problem, problems
 from ticketry_api.orders import place_order
-from ticketry_api.schemas import OrderAccepted, OrderIn, OrderOut, TicketRef
+from ticketry_api.schemas import CancelOut, OrderAccepted, OrderIn, OrderOut, TicketRef
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
 
@@ -21,13 +22,16 @@ def progress_url(state_url: str, order_id: str) -> str:
     return f"{state_url.rstrip('/')}/v1/orders/{order_id}/progress"
 
 
-@router.post("", status_code=202, response_model=OrderAccepted)
+@router.post(
+    "", status_code=202, response_model=OrderAccepted, responses=problems(401, 403, 404, 409, 413, 422, 429, 503)
+)
 async def create_order(
     body: OrderIn,
     state: State,
-    who: Annotated[Principal, Depends(require("buyer"))],
+    who: Annotated[Principal, Depends(rate_limited("orders", "buyer"))],
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] = None,
 ) -> OrderAccepted:
+    state.keyring.refresh()  # sign with the newest key if another process rotated
     order = await place_order(
         redis=state.redis,
         keyring=state.keyring,
@@ -53,7 +57,15 @@ async def owned_order(order_id: str, who: Principal) -> Order:
     return order
 
 
-@router.get("/{order_id}", response_model=OrderOut)
+async def is_cancelled(order_id: str) -> bool:
+    """True once the order's capacity was released. That ledger entry is a
+    unique insert (``capacity.release``), so it is the authority on cancellation,
+    whatever the read models say."""
+    released = await Reservation.get_pymongo_collection().find_one({"tag": f"release:{order_id}"}, {"_id": 1})
+    return released is not None
+
+
+@router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422))
 async def get_order(order_id: str, who: AnyUser, state: State) -> OrderOut:
     order = await owned_order(order_id, who)
     statuses = {
@@ -72,3 +84,24 @@ async def get_order(order_id: str, who: AnyUser, state: State) -> OrderOut:
         ],
         progress_url=progress_url(state.settings.notifier_public_url, order.id),
     )
+
+
+@router.post("/{order_id}/cancel", response_model=CancelOut, responses=problems(401, 404, 409, 422, 503))
+async def cancel_order(order_id: str, who: AnyUser) -> CancelOut:
+    """Cancel an order (its buyer or an admin): revoke every ticket's code and
+    give the tickets back to the event. Idempotent; refused (409) once any of
+    its tickets has been checked in."""
+    order = await owned_order(order_id, who)
+    if order.status != "cancelled":
+        used = await Checkin.get_pymongo_collection().find_one({"_id": {"$in": order.ticket_ids}}, {"_id": 1})
+        if used is not None:
+            raise Problem(409, "already used", "a ticket of this order has been checked in")
+        event = await Event.get(order.event_id)
+        if event is None:  # pragma: no cover - events are never deleted
+            raise Problem(404, "order not found")
+        # Release first: it is the once-only record check-in trusts; the two
+        # read-model updates below are repeated by a retried cancel if we crash.
+        await capacity.release(event, order.id, order.quantity)
+        await Ticket.get_pymongo_collection().update_many({"order_id": order.id}, {"$set": {"status": "revoked"}})
+        await Order.get_pymongo_collection().update_one({"_id": order.id}, {"$set": {"status": "cancelled"}})
+    return CancelOut(id=order.id, status="cancelled", revoked=order.quantity)

@@ -10,7 +10,7 @@ from ticketry.ids import is_valid_id
 from ticketry.storage import pdf_path
 
 from ticketry_api.deps import AnyUser, State
-from ticketry_api.errors import Problem
+from ticketry_api.errors import Problem, problems
 from ticketry_api.schemas import TicketOut
 
 router = APIRouter(prefix="/v1/tickets", tags=["tickets"])
@@ -23,7 +23,7 @@ async def owned_ticket(ticket_id: str, who: Principal) -> Ticket:
     return ticket
 
 
-@router.get("/{ticket_id}", response_model=TicketOut)
+@router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 404, 422))
 async def get_ticket(ticket_id: str, who: AnyUser) -> TicketOut:
     t = await owned_ticket(ticket_id, who)
     status = t.status
@@ -38,11 +38,13 @@ async def get_ticket(ticket_id: str, who: AnyUser) -> TicketOut:
 @router.get(
     "/{ticket_id}/pdf",
     response_class=FileResponse,
-    responses={200: {"content": {"application/pdf": {}}}},
+    responses={200: {"content": {"application/pdf": {}}}, **problems(401, 404, 409, 410, 422)},
 )
 async def get_ticket_pdf(ticket_id: str, who: AnyUser, state: State) -> FileResponse:
     t = await owned_ticket(ticket_id, who)
     path = pdf_path(state.settings.storage_dir, t.order_id, t.id)
+    if t.status == "revoked":
+        raise Problem(410, "revoked", "the order was cancelled")
     if t.status in ("queued", "failed") or not path.is_file():
         raise Problem(409, "not rendered", "the ticket's PDF is not ready")
     return FileResponse(

@@ -1,0 +1,66 @@
+"""Per-user fixed-window rate limits in Redis (``streams.rate_limit`` keys).
+
+A fixed window is coarse (a burst of twice the limit is possible across a window
+edge) but needs one round trip and no scripts, and the window key expires by
+itself. Limits are per minute and per user (the token's ``sub``), so one noisy
+buyer or a stuck scanner cannot starve the others; they are far above what a
+person does, and low only where a test sets them on purpose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from redis.asyncio import Redis
+from ticketry import streams
+
+from ticketry_api.errors import Problem
+
+
+class RateSettings(BaseSettings):
+    """``TICKETRY_RATE_ORDERS_PER_MIN`` / ``TICKETRY_RATE_CHECKINS_PER_MIN`` (0 = off)."""
+
+    model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
+
+    rate_orders_per_min: int = Field(default=6000, ge=0)
+    rate_checkins_per_min: int = Field(default=6000, ge=0)
+    rate_window_s: int = Field(default=60, ge=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    allowed: bool
+    count: int
+    retry_after_s: int
+
+
+async def hit(redis: Redis, scope: str, user_id: str, limit: int, window_s: int) -> Verdict:
+    """Count one request of ``user_id`` in the current window of ``scope``.
+
+    The first hit of a window starts it: ``EXPIRE … NX`` sets the TTL only when
+    the key has none (https://redis.io/docs/latest/commands/expire/, Redis ≥ 7),
+    so the window cannot be extended by later hits; its TTL is the Retry-After.
+    """
+    key = streams.rate_limit(scope, user_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.incr(key)
+        pipe.expire(key, window_s, nx=True)
+        pipe.ttl(key)
+        count, _, ttl = await pipe.execute()
+    return Verdict(int(count) <= limit, int(count), max(1, int(ttl)))
+
+
+async def enforce(redis: Redis, scope: str, user_id: str, limit: int, window_s: int) -> None:
+    """Raise 429 with ``Retry-After`` when ``user_id`` is over ``limit`` in this window."""
+    if limit <= 0:
+        return
+    verdict = await hit(redis, scope, user_id, limit, window_s)
+    if not verdict.allowed:
+        raise Problem(
+            429,
+            "too many requests",
+            f"at most {limit} per {window_s} s; retry later",
+            {"Retry-After": str(verdict.retry_after_s)},
+        )

@@ -1,0 +1,483 @@
+"""Isolation and hostile input against the real stack (guarantees 6 and 7).
+
+The access matrix runs every caller (buyer A, buyer B, organizer, staff, admin,
+no token, expired, wrong algorithms) against every route and the WebSocket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+import websockets
+from cryptography.hazmat.primitives.asymmetric import rsa
+from ticketry.auth import issue_token
+from ticketry.codes import InvalidCode, Keyring
+from ticketry.settings import DEV_JWT_SECRET
+from ticketry_devstack.procs import Stack
+
+from tests.conftest import TokenFactory
+from tests.helpers import bearer, create_event, decode_qr, place_order
+
+pytestmark = pytest.mark.e2e
+
+PROBLEM = "application/problem+json"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def bad_tokens() -> dict[str, str]:
+    now = int(time.time())
+    claims = {"sub": "buyer-a", "role": "admin", "iat": now, "exp": now + 600}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyJWT warns that the dev secret is short for HS512
+        hs512 = jwt.encode(claims, DEV_JWT_SECRET, "HS512")
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return {
+        "expired": issue_token("buyer-a", "admin", key=DEV_JWT_SECRET, ttl_s=-3600),
+        "alg-none": f"{_b64(json.dumps({'alg': 'none', 'typ': 'JWT'}).encode())}.{_b64(json.dumps(claims).encode())}.",
+        "hs512": hs512,
+        "rs256": jwt.encode(claims, rsa_key, "RS256"),
+        "wrong-secret": jwt.encode(claims, "not-the-secret-but-long-enough-for-hs256", "HS256"),
+        "not-yet-valid": issue_token("buyer-a", "admin", key=DEV_JWT_SECRET, not_before_s=3600),
+    }
+
+
+@dataclass
+class World:
+    tokens: dict[str, str | None]
+    event_id: str
+    order_id: str
+    ticket_id: str
+    progress_url: str
+    code: str
+
+
+async def wait_rendered(api: httpx.AsyncClient, order_id: str, tok: str, timeout_s: float = 90) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got: dict[str, Any] = (await api.get(f"/v1/orders/{order_id}", headers=bearer(tok))).json()
+        if got["status"] != "processing" and all(t["status"] != "queued" for t in got["tickets"]):
+            return got
+        assert time.monotonic() < deadline, got
+        await asyncio.sleep(0.1)
+
+
+async def codes_of(api: httpx.AsyncClient, order: dict[str, Any], tok: str) -> list[str]:
+    await wait_rendered(api, order["id"], tok)
+    out = []
+    for tid in order["tickets"]:
+        pdf = await api.get(f"/v1/tickets/{tid}/pdf", headers=bearer(tok))
+        assert pdf.status_code == 200, pdf.text
+        out.append(decode_qr(pdf.content))
+    return out
+
+
+@pytest.fixture(scope="module")
+async def world(stack: Stack, token: TokenFactory) -> World:
+    tokens: dict[str, str | None] = {
+        "buyer_a": token("buyer-a", "buyer"),
+        "buyer_b": token("buyer-b", "buyer"),
+        "organizer": token("org-sec", "organizer"),
+        "staff": token("staff-sec", "staff"),
+        "admin": token("admin-sec", "admin"),
+        "none": None,
+        **bad_tokens(),
+    }
+    async with httpx.AsyncClient(base_url=stack.api_url, timeout=60) as api:
+        event = await create_event(api, str(tokens["organizer"]), capacity=10_000)
+        r = await place_order(api, str(tokens["buyer_a"]), event["id"], 1)
+        assert r.status_code == 202, r.text
+        order = r.json()
+        (code,) = await codes_of(api, order, str(tokens["buyer_a"]))
+    return World(tokens, event["id"], order["id"], order["tickets"][0], order["progress_url"], code)
+
+
+def _h(tok: str | None) -> dict[str, str]:
+    return bearer(tok) if tok else {}
+
+
+GOOD = ("buyer_a", "buyer_b", "organizer", "staff", "admin")
+BAD = ("none", "expired", "alg-none", "hs512", "rs256", "wrong-secret", "not-yet-valid")
+FORGED = "TK1.k1.tk_00000000000000000000.AAAA"
+
+
+def expected(route: str, caller: str) -> int:
+    if caller in BAD:
+        return 401
+    table: dict[str, dict[str, int]] = {
+        "create_event": {"organizer": 201, "admin": 201},
+        "get_event": dict.fromkeys(GOOD, 200),
+        "create_order": {"buyer_a": 202, "buyer_b": 202, "admin": 202},
+        "get_order": {"buyer_a": 200, "admin": 200},
+        "get_ticket": {"buyer_a": 200, "admin": 200},
+        "get_pdf": {"buyer_a": 200, "admin": 200},
+        "cancel_other": {},  # only tried by callers who must not cancel
+        "checkin_forged": {"staff": 404, "admin": 404},
+        "signing_keys": {"staff": 200, "admin": 200},
+        "rotate_keys": {"admin": 200},
+    }
+    default = 404 if route in ("get_order", "get_ticket", "get_pdf", "cancel_other") else 403
+    return table[route].get(caller, default)
+
+
+ROUTES = [
+    "create_event", "get_event", "create_order", "get_order", "get_ticket", "get_pdf",
+    "cancel_other", "checkin_forged", "signing_keys", "rotate_keys",
+]  # fmt: skip
+
+
+async def call(api: httpx.AsyncClient, w: World, route: str, tok: str | None) -> httpx.Response:
+    h = _h(tok)
+    event_body = {
+        "name": "Matrix", "venue": "Hall", "starts_at": "2027-01-01T20:00:00Z",
+        "capacity": 10, "price": "1.00", "currency": "EUR",
+    }  # fmt: skip
+    match route:
+        case "create_event":
+            return await api.post("/v1/events", json=event_body, headers=h)
+        case "get_event":
+            return await api.get(f"/v1/events/{w.event_id}", headers=h)
+        case "create_order":
+            body = {"event_id": w.event_id, "quantity": 1, "holder_name": "Matrix", "tier": "standard"}
+            return await api.post("/v1/orders", json=body, headers=h)
+        case "get_order":
+            return await api.get(f"/v1/orders/{w.order_id}", headers=h)
+        case "get_ticket":
+            return await api.get(f"/v1/tickets/{w.ticket_id}", headers=h)
+        case "get_pdf":
+            return await api.get(f"/v1/tickets/{w.ticket_id}/pdf", headers=h)
+        case "cancel_other":
+            return await api.post(f"/v1/orders/{w.order_id}/cancel", headers=h)
+        case "checkin_forged":
+            return await api.post("/v1/checkins", json={"code": FORGED}, headers=h)
+        case "signing_keys":
+            return await api.get("/v1/checkins/keys", headers=h)
+        case "rotate_keys":
+            return await api.post("/v1/checkins/keys/rotate", headers=h)
+    raise AssertionError(route)
+
+
+async def test_access_matrix_over_every_route(api: httpx.AsyncClient, world: World) -> None:
+    failures = []
+    for route in ROUTES:
+        for caller, tok in world.tokens.items():
+            if route == "cancel_other" and caller in ("buyer_a", "admin"):
+                continue  # the owner's and admin's cancel is tested on their own order below
+            r = await call(api, world, route, tok)
+            want = expected(route, caller)
+            if r.status_code != want:
+                failures.append(f"{route} as {caller}: {r.status_code} != {want} {r.text[:120]}")
+            elif r.status_code >= 400:
+                assert r.headers["content-type"].startswith(PROBLEM), (route, caller)
+                body = r.json()
+                assert body["status"] == want and body["title"]
+                if want == 401:
+                    assert r.headers.get("www-authenticate") == "Bearer"
+                # Another buyer's data never shows up in an error body.
+                assert world.ticket_id not in r.text and "buyer-a" not in r.text
+    assert not failures, "\n".join(failures)
+
+    # And the original ticket is still the buyer's, untouched by all of that
+    r = await api.get(f"/v1/tickets/{world.ticket_id}", headers=bearer(str(world.tokens["buyer_a"])))
+    assert r.status_code == 200 and r.json()["status"] == "rendered"
+
+
+async def test_unknown_ids_are_404_for_everyone(api: httpx.AsyncClient, world: World) -> None:
+    for caller in GOOD:
+        h = _h(world.tokens[caller])
+        for path in (
+            "/v1/orders/or_00000000000000000000",
+            "/v1/tickets/tk_00000000000000000000",
+            "/v1/tickets/tk_00000000000000000000/pdf",
+            "/v1/tickets/..%2F..%2Fetc%2Fpasswd/pdf",
+            "/v1/orders/not-an-id",
+            "/v1/events/ev_00000000000000000000",
+        ):
+            r = await api.get(path, headers=h)
+            assert r.status_code == 404, (caller, path, r.text)
+            assert r.headers["content-type"].startswith(PROBLEM)
+
+
+async def ws_outcome(url: str) -> tuple[str, int | None]:
+    try:
+        async with asyncio.timeout(15), websockets.connect(url) as ws:
+            msg = json.loads(await ws.recv())
+            return msg["type"], None
+    except websockets.ConnectionClosed as exc:
+        return "closed", exc.rcvd.code if exc.rcvd else None
+
+
+async def test_access_matrix_over_the_websocket(world: World) -> None:
+    base = world.progress_url
+    results = {}
+    for caller, tok in world.tokens.items():
+        url = f"{base}?token={tok}" if tok else base
+        results[caller] = await ws_outcome(url)
+    want = dict.fromkeys(BAD, ("closed", 4401))
+    want |= {"buyer_a": ("snapshot", None), "admin": ("snapshot", None)}
+    want |= dict.fromkeys(("buyer_b", "organizer", "staff"), ("closed", 4404))
+    assert results == want
+    # An unknown order looks exactly like someone else's
+    other = base.replace(world.order_id, "or_00000000000000000000")
+    assert await ws_outcome(f"{other}?token={world.tokens['buyer_a']}") == ("closed", 4404)
+
+
+# ---------------------------------------------------------------- input limits
+
+
+async def test_bad_input_is_a_clear_4xx(api: httpx.AsyncClient, world: World) -> None:
+    buyer = str(world.tokens["buyer_a"])
+    h = bearer(buyer)
+    good = {"event_id": world.event_id, "quantity": 1, "holder_name": "Ada", "tier": "standard"}
+    cases: list[tuple[str, dict[str, Any] | bytes, int]] = [
+        ("over max per order", {**good, "quantity": 10_001}, 422),
+        ("huge quantity", {**good, "quantity": 10**30}, 422),
+        ("zero", {**good, "quantity": 0}, 422),
+        ("negative", {**good, "quantity": -5}, 422),
+        ("float", {**good, "quantity": 1.5}, 422),
+        ("unknown field", {**good, "price": "0.00"}, 422),
+        ("NUL", {**good, "holder_name": "Ada\x00Lovelace"}, 422),
+        ("newline", {**good, "holder_name": "Ada\nLovelace"}, 422),
+        ("bidi override", {**good, "holder_name": "Ada \u202eecalevoL"}, 422),
+        ("zero width", {**good, "holder_name": "A\u200bda"}, 422),
+        ("too long", {**good, "holder_name": "A" * 121}, 422),
+        ("blank", {**good, "holder_name": "   "}, 422),
+        ("bad tier", {**good, "tier": "platinum"}, 422),
+        ("event id too long", {**good, "event_id": "ev_" + "0" * 100}, 422),
+        ("not json", b"{not json", 422),
+        ("array", b"[]", 422),
+        ("unknown event", {**good, "event_id": "ev_00000000000000000000"}, 404),
+        ("garbage event", {**good, "event_id": "../../etc/passwd"}, 404),
+    ]
+    for name, body, status in cases:
+        if isinstance(body, bytes):
+            r = await api.post("/v1/orders", content=body, headers={**h, "content-type": "application/json"})
+        else:
+            r = await api.post("/v1/orders", json=body, headers=h)
+        assert r.status_code == status, (name, r.status_code, r.text)
+        assert r.headers["content-type"].startswith(PROBLEM), name
+        assert r.json()["status"] == status
+
+    org = bearer(str(world.tokens["organizer"]))
+    ev = {
+        "name": "E", "venue": "V", "starts_at": "2027-01-01T20:00:00Z",
+        "capacity": 10, "price": "1.00", "currency": "EUR",
+    }  # fmt: skip
+    for name, body in [
+        ("capacity 0", {**ev, "capacity": 0}),
+        ("price nan", {**ev, "price": "NaN"}),
+        ("price negative", {**ev, "price": "-1"}),
+        ("price 3 decimals", {**ev, "price": "1.001"}),
+        ("currency", {**ev, "currency": "euro"}),
+        ("date", {**ev, "starts_at": "tomorrow"}),
+        ("name control", {**ev, "name": "Bad\x07Bell"}),
+        ("name long", {**ev, "name": "N" * 201}),
+        ("extra", {**ev, "organizer_id": "someone-else"}),
+    ]:
+        r = await api.post("/v1/events", json=body, headers=org)
+        assert r.status_code == 422, (name, r.text)
+        assert r.headers["content-type"].startswith(PROBLEM)
+
+    for name, headers in [
+        ("idempotency key chars", {**h, "Idempotency-Key": "a b/c"}),
+        ("idempotency key long", {**h, "Idempotency-Key": "k" * 200}),
+    ]:
+        r = await api.post("/v1/orders", json=good, headers=headers)
+        assert r.status_code == 422, (name, r.text)
+
+
+async def test_text_is_nfc_normalised(api: httpx.AsyncClient, world: World) -> None:
+    buyer = str(world.tokens["buyer_a"])
+    r = await place_order(api, buyer, world.event_id, 1, holder_name="Jose\u0301 Zoe\u0308")
+    assert r.status_code == 202, r.text
+    t = await api.get(f"/v1/tickets/{r.json()['tickets'][0]}", headers=bearer(buyer))
+    assert t.json()["holder_name"] == "Jos\u00e9 Zo\u00eb"
+
+
+async def test_body_size_is_capped(api: httpx.AsyncClient, world: World) -> None:
+    h = {**bearer(str(world.tokens["buyer_a"])), "content-type": "application/json"}
+    big = b'{"holder_name": "' + b"A" * 200_000 + b'"}'
+    r = await api.post("/v1/orders", content=big, headers=h)
+    assert r.status_code == 413 and r.headers["content-type"].startswith(PROBLEM)
+
+    async def chunks() -> Any:  # no Content-Length: the streamed size is counted
+        for _ in range(40):
+            yield b" " * 4096
+
+    r = await api.post("/v1/orders", content=chunks(), headers=h)
+    assert r.status_code == 413 and r.headers["content-type"].startswith(PROBLEM)
+
+
+# ------------------------------------------------------------------- check-in
+
+
+async def test_fifty_concurrent_scans_admit_exactly_once(api: httpx.AsyncClient, world: World) -> None:
+    buyer, staff = str(world.tokens["buyer_a"]), str(world.tokens["staff"])
+    r = await place_order(api, buyer, world.event_id, 1)
+    assert r.status_code == 202
+    (code,) = await codes_of(api, r.json(), buyer)
+
+    # When 50 scanners scan the same code at the same instant
+    results = await asyncio.gather(
+        *(api.post("/v1/checkins", json={"code": code}, headers=bearer(staff)) for _ in range(50))
+    )
+
+    # Then exactly one is admitted and 49 are told it was already used
+    statuses = sorted(x.status_code for x in results)
+    assert statuses.count(200) == 1 and statuses.count(409) == 49, statuses
+    t = await api.get(f"/v1/tickets/{r.json()['tickets'][0]}", headers=bearer(buyer))
+    assert t.json()["status"] == "checked_in"
+
+
+async def test_forged_codes_are_404_without_detail(api: httpx.AsyncClient, world: World) -> None:
+    staff = bearer(str(world.tokens["staff"]))
+    prefix, kid, tid, sig = world.code.split(".")
+    raw = bytearray(base64.urlsafe_b64decode(sig + "=" * (-len(sig) % 4)))
+    raw[5] ^= 0x40
+    tampered_sig = base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+    other_ticket = "tk_" + ("0" if tid[3] != "0" else "1") + tid[4:]
+    forged = [
+        f"{prefix}.{kid}.{tid}.{tampered_sig}",
+        f"{prefix}.{kid}.{other_ticket}.{sig}",
+        f"{prefix}.k999.{tid}.{sig}",
+        tid,
+        "TK1.k1.tk_00000000000000000000.AAAA",
+    ]
+    bodies = set()
+    for code in forged:
+        r = await api.post("/v1/checkins", json={"code": code}, headers=staff)
+        assert r.status_code == 404, (code, r.text)
+        bodies.add(r.content)
+    assert len(bodies) == 1  # one answer for everything: nothing to learn from it
+    assert json.loads(bodies.pop())["detail"] == ""
+
+
+async def test_cancel_revokes_codes_and_returns_capacity(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    org, buyer, other, staff = (
+        token("org-c", "organizer"), token("buyer-c", "buyer"), token("buyer-d", "buyer"), token("staff-c", "staff"),
+    )  # fmt: skip
+    event = await create_event(api, org, capacity=5)
+    r = await place_order(api, buyer, event["id"], 3)
+    assert r.status_code == 202
+    order = r.json()
+    codes = await codes_of(api, order, buyer)
+    assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"] == 3
+    # A second order would not fit
+    assert (await place_order(api, other, event["id"], 3)).status_code == 409
+
+    # Another buyer cannot cancel it (nor learn it exists)
+    assert (await api.post(f"/v1/orders/{order['id']}/cancel", headers=bearer(other))).status_code == 404
+
+    # When the buyer cancels
+    c = await api.post(f"/v1/orders/{order['id']}/cancel", headers=bearer(buyer))
+    assert c.status_code == 200, c.text
+    assert c.json() == {"id": order["id"], "status": "cancelled", "revoked": 3}
+
+    # Then the capacity is back, once, even if cancel is repeated
+    assert (await api.post(f"/v1/orders/{order['id']}/cancel", headers=bearer(buyer))).status_code == 200
+    assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"] == 0
+    assert (await place_order(api, other, event["id"], 5)).status_code == 202
+
+    # And its codes no longer admit anyone, with the same answer as a forgery
+    for code in codes:
+        r = await api.post("/v1/checkins", json={"code": code}, headers=bearer(staff))
+        assert r.status_code == 404 and r.json()["detail"] == ""
+    got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()
+    assert got["status"] == "cancelled" and {t["status"] for t in got["tickets"]} == {"revoked"}
+    assert (await api.get(order["tickets"][0].join(["/v1/tickets/", "/pdf"]), headers=bearer(buyer))).status_code == 410
+
+
+async def test_cancel_after_check_in_is_refused(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    org, buyer, staff, admin = (
+        token("org-e", "organizer"), token("buyer-e", "buyer"), token("staff-e", "staff"), token("admin-e", "admin"),
+    )  # fmt: skip
+    event = await create_event(api, org, capacity=5)
+    order = (await place_order(api, buyer, event["id"], 2)).json()
+    codes = await codes_of(api, order, buyer)
+    assert (await api.post("/v1/checkins", json={"code": codes[0]}, headers=bearer(staff))).status_code == 200
+    for who in (buyer, admin):
+        r = await api.post(f"/v1/orders/{order['id']}/cancel", headers=bearer(who))
+        assert r.status_code == 409, r.text
+    assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"] == 2
+
+
+async def test_rotation_keeps_issued_codes_valid_and_scanners_verify_offline(
+    api: httpx.AsyncClient, world: World, token: TokenFactory
+) -> None:
+    buyer, staff, admin = str(world.tokens["buyer_a"]), str(world.tokens["staff"]), str(world.tokens["admin"])
+    before = (await place_order(api, buyer, world.event_id, 1)).json()
+    (old_code,) = await codes_of(api, before, buyer)
+
+    # When an admin rotates the signing key
+    rotated = await api.post("/v1/checkins/keys/rotate", headers=bearer(admin))
+    assert rotated.status_code == 200
+    new_kid = rotated.json()["active_kid"]
+    assert new_kid != old_code.split(".")[1]
+
+    # Then new tickets carry the new key id
+    after = (await place_order(api, buyer, world.event_id, 1)).json()
+    (new_code,) = await codes_of(api, after, buyer)
+    assert new_code.split(".")[1] == new_kid
+
+    # And a scanner holding only the public keys verifies both offline
+    keys = (await api.get("/v1/checkins/keys", headers=bearer(staff))).json()
+    assert "PRIVATE" not in json.dumps(keys)
+    door = Keyring.verify_only({kid: pem.encode() for kid, pem in keys["keys"].items()})
+    assert door.verify(old_code)[0] == before["tickets"][0]
+    assert door.verify(new_code)[0] == after["tickets"][0]
+    with pytest.raises(InvalidCode):
+        door.verify(old_code[:-2] + ("AA" if old_code[-2:] != "AA" else "BB"))
+
+    # And both still check in at the door
+    for code in (old_code, new_code):
+        assert (await api.post("/v1/checkins", json={"code": code}, headers=bearer(staff))).status_code == 200
+
+
+# -------------------------------------------------------------------- hygiene
+
+
+async def test_security_headers_and_no_cors_by_default(api: httpx.AsyncClient, world: World) -> None:
+    h = bearer(str(world.tokens["buyer_a"]))
+    for r in (
+        await api.get(f"/v1/orders/{world.order_id}", headers={**h, "Origin": "https://evil.example"}),
+        await api.get("/v1/orders/or_00000000000000000000", headers=h),
+        await api.get(f"/v1/tickets/{world.ticket_id}/pdf", headers=h),
+    ):
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["x-frame-options"] == "DENY"
+        assert "no-store" in r.headers["cache-control"]
+        assert "access-control-allow-origin" not in r.headers
+    pre = await api.options(
+        "/v1/orders", headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}
+    )
+    assert "access-control-allow-origin" not in pre.headers
+    assert pre.status_code in (401, 404, 405)
+
+
+async def test_no_tokens_or_codes_in_logs(api: httpx.AsyncClient, world: World, stack: Stack) -> None:
+    # Given traffic with tokens (header and WebSocket query) and codes, good and bad
+    staff = bearer(str(world.tokens["staff"]))
+    await api.post("/v1/checkins", json={"code": world.code}, headers=staff)
+    await api.post("/v1/checkins", json={"code": world.code + "x"}, headers=staff)
+    await ws_outcome(f"{world.progress_url}?token={world.tokens['buyer_a']}")
+    await ws_outcome(f"{world.progress_url}?token={world.tokens['expired']}")
+    await asyncio.sleep(0.5)
+    # Then no log line of any service holds a token, a signature or a code
+    logs = "".join(p.read_text(errors="replace") for p in (stack.data_dir / "logs").glob("*.log"))
+    for tok in world.tokens.values():
+        signature = (tok or "").split(".")[-1]
+        if signature:
+            assert signature not in logs
+    assert world.code.split(".")[-1] not in logs
+    assert "Bearer " not in logs

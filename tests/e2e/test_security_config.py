@@ -1,0 +1,131 @@
+"""Security settings that differ from the defaults, on a second api process of
+the same stack: RS256 tokens from a JWKS file, low per-user rate limits, and a
+CORS allow-list. (The session stack keeps generous limits so no other test or
+benchmark ever meets them.)"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+from ticketry.auth import Role, issue_token
+from ticketry.settings import DEV_JWT_SECRET
+from ticketry_api.middleware import CorsSettings
+from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port
+
+from tests.helpers import bearer, create_event, place_order
+
+pytestmark = pytest.mark.e2e
+
+ALLOWED_ORIGIN = "https://tickets.example"
+LIMIT = 3
+
+
+@dataclass
+class StrictApi:
+    url: str
+    key: rsa.RSAPrivateKey
+
+    def token(self, sub: str, role: Role, kid: str = "idp-1") -> str:
+        return issue_token(sub, role, key=self.key, algorithm="RS256", kid=kid)
+
+
+@pytest.fixture(scope="module")
+def strict_api(stack: Stack) -> Iterator[StrictApi]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = {**json.loads(RSAAlgorithm.to_jwk(key.public_key())), "kid": "idp-1", "alg": "RS256", "use": "sig"}
+    jwks = stack.data_dir / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [jwk]}))
+    port = free_port()
+    env = stack.service_env(
+        {
+            "TICKETRY_API_PORT": str(port),
+            "TICKETRY_RUN_PROJECTOR": "0",
+            "TICKETRY_JWT_ALGORITHM": "RS256",
+            "TICKETRY_JWT_JWKS_FILE": str(jwks),
+            "TICKETRY_RATE_ORDERS_PER_MIN": str(LIMIT),
+            "TICKETRY_RATE_CHECKINS_PER_MIN": str(LIMIT),
+            "TICKETRY_CORS_ORIGINS": ALLOWED_ORIGIN,
+        }
+    )
+    proc = Proc("api-strict", [tool("ticketry-api")], env, stack.data_dir / "logs" / "api-strict.log").start()
+    try:
+        wait_port(port, 60, proc.popen)
+        yield StrictApi(f"http://127.0.0.1:{port}", key)
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+async def sapi(strict_api: StrictApi) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=strict_api.url, timeout=60) as client:
+        yield client
+
+
+async def test_rs256_tokens_from_jwks(sapi: httpx.AsyncClient, strict_api: StrictApi) -> None:
+    org = strict_api.token("org-rs", "organizer")
+    event = await create_event(sapi, org)
+    assert (await sapi.get(f"/v1/events/{event['id']}", headers=bearer(org))).status_code == 200
+    for bad in (
+        issue_token("org-rs", "organizer", key=DEV_JWT_SECRET),  # HS256, the default's kind
+        strict_api.token("org-rs", "organizer", kid="idp-unknown"),
+        issue_token("org-rs", "organizer", key=strict_api.key, algorithm="RS256"),  # no kid
+        issue_token("org-rs", "organizer", key=strict_api.key, algorithm="RS256", kid="idp-1", ttl_s=-600),
+    ):
+        r = await sapi.get(f"/v1/events/{event['id']}", headers=bearer(bad))
+        assert r.status_code == 401, r.text
+
+
+async def test_orders_are_rate_limited_per_user(sapi: httpx.AsyncClient, strict_api: StrictApi) -> None:
+    org, buyer, other = (
+        strict_api.token("org-rl", "organizer"), strict_api.token("buyer-rl", "buyer"),
+        strict_api.token("buyer-rl-2", "buyer"),
+    )  # fmt: skip
+    event = await create_event(sapi, org)
+    # Given a limit of LIMIT orders a minute
+    for _ in range(LIMIT):
+        assert (await place_order(sapi, buyer, event["id"], 1)).status_code == 202
+    # When the buyer orders once more
+    r = await place_order(sapi, buyer, event["id"], 1)
+    # Then 429 with a Retry-After, and another buyer is not affected
+    assert r.status_code == 429, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert 1 <= int(r.headers["retry-after"]) <= 60
+    assert (await place_order(sapi, other, event["id"], 1)).status_code == 202
+    sold = (await sapi.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"]
+    assert sold == LIMIT + 1  # the refused order took nothing
+
+
+async def test_checkins_are_rate_limited_per_scanner(sapi: httpx.AsyncClient, strict_api: StrictApi) -> None:
+    staff, other = strict_api.token("staff-rl", "staff"), strict_api.token("staff-rl-2", "staff")
+    body = {"code": "TK1.k1.tk_00000000000000000000.AAAA"}
+    statuses = [(await sapi.post("/v1/checkins", json=body, headers=bearer(staff))).status_code for _ in range(5)]
+    assert statuses == [404] * LIMIT + [429] * (5 - LIMIT)
+    assert (await sapi.post("/v1/checkins", json=body, headers=bearer(other))).status_code == 404
+
+
+async def test_cors_only_for_configured_origins(sapi: httpx.AsyncClient, strict_api: StrictApi) -> None:
+    preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"}
+    ok = await sapi.options("/v1/orders", headers={"Origin": ALLOWED_ORIGIN, **preflight})
+    assert ok.status_code == 200
+    assert ok.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    assert "access-control-allow-credentials" not in ok.headers
+    assert ok.headers["x-content-type-options"] == "nosniff"
+    evil = await sapi.options("/v1/orders", headers={"Origin": "https://evil.example", **preflight})
+    assert "access-control-allow-origin" not in evil.headers
+    r = await sapi.get("/healthz", headers={"Origin": "https://evil.example"})
+    assert "access-control-allow-origin" not in r.headers
+    r = await sapi.get("/healthz", headers={"Origin": ALLOWED_ORIGIN})
+    assert r.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+
+
+@pytest.mark.parametrize("value", ["*", "tickets.example", "https://a.example,*"])
+def test_cors_wildcards_are_refused(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TICKETRY_CORS_ORIGINS", value)
+    with pytest.raises(ValueError, match="exact"):
+        CorsSettings()
