@@ -1,0 +1,1 @@
+"""Benchmarks of issue 6: `just bench` (python -m bench)."""
