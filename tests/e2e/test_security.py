@@ -19,6 +19,7 @@ import jwt
 import pytest
 import websockets
 from cryptography.hazmat.primitives.asymmetric import rsa
+from pymongo import AsyncMongoClient
 from ticketry.auth import issue_token
 from ticketry.codes import InvalidCode, Keyring
 from ticketry.settings import DEV_JWT_SECRET
@@ -322,7 +323,7 @@ async def test_body_size_is_capped(api: httpx.AsyncClient, world: World) -> None
 # ------------------------------------------------------------------- check-in
 
 
-async def test_fifty_concurrent_scans_admit_exactly_once(api: httpx.AsyncClient, world: World) -> None:
+async def test_fifty_concurrent_scans_admit_exactly_once(api: httpx.AsyncClient, world: World, stack: Stack) -> None:
     buyer, staff = str(world.tokens["buyer_a"]), str(world.tokens["staff"])
     r = await place_order(api, buyer, world.event_id, 1)
     assert r.status_code == 202
@@ -336,8 +337,14 @@ async def test_fifty_concurrent_scans_admit_exactly_once(api: httpx.AsyncClient,
     # Then exactly one is admitted and 49 are told it was already used
     statuses = sorted(x.status_code for x in results)
     assert statuses.count(200) == 1 and statuses.count(409) == 49, statuses
-    t = await api.get(f"/v1/tickets/{r.json()['tickets'][0]}", headers=bearer(buyer))
+    tid = r.json()["tickets"][0]
+    t = await api.get(f"/v1/tickets/{tid}", headers=bearer(buyer))
     assert t.json()["status"] == "checked_in"
+    # And every attempt is on record
+    async with AsyncMongoClient(stack.env["TICKETRY_MONGO_URL"]) as mongo:
+        attempts = mongo.get_default_database()["checkin_attempts"]
+        results_recorded = [a["result"] async for a in attempts.find({"ticket_id": tid})]
+    assert sorted(results_recorded) == ["accepted"] + ["already_checked_in"] * 49
 
 
 async def test_forged_codes_are_404_without_detail(api: httpx.AsyncClient, world: World) -> None:
