@@ -65,7 +65,7 @@ def _marks(out: Path, suffix: str) -> list[str]:
     return sorted(p.name for p in out.glob(f"*.{suffix}"))
 
 
-async def _until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
+async def _until(cond: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, "condition not met in time"

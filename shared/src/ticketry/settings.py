@@ -8,25 +8,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from ticketry.auth import JwtSettings
 
 
 class ConfigurationError(RuntimeError):
     """The environment does not describe a runnable service."""
 
 
-class CommonSettings(BaseSettings):
-    """Connection, auth and storage settings every service reads."""
+class CommonSettings(JwtSettings):
+    """Connection, auth and storage settings every service reads (the JWT
+    fields come from :class:`ticketry.auth.JwtSettings`)."""
 
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     mongo_url: str = "mongodb://127.0.0.1:27017/ticketry"
     dev_mode: bool = False
-    jwt_secret: SecretStr | None = None
-    jwt_algorithm: str = "HS256"
-    jwt_leeway_s: int = 30
     storage_dir: Path = Path(".data/tickets")
     keys_dir: Path = Path(".data/keys")
     log_level: str = "INFO"

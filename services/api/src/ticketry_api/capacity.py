@@ -66,3 +66,9 @@ async def reserve(event: Event, order_id: str, quantity: int) -> bool:
 async def release(event: Event, order_id: str, quantity: int) -> None:
     """Give an order's tickets back (at most once per order)."""
     await _append(event, -quantity, f"release:{order_id}", check_capacity=False)
+
+
+async def released(order_id: str) -> bool:
+    """True once ``order_id``'s tickets were given back (cancelled)."""
+    col = Reservation.get_pymongo_collection()
+    return await col.find_one({"tag": f"release:{order_id}"}, {"_id": 1}) is not None

@@ -48,6 +48,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         await ensure_groups(redis)
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
         app.state.ticketry = AppState(settings, redis, keyring, Emitter(redis))
+        # Fail at start-up, not on every request, when the token keys are unusable.
+        app.state.ticketry.token_verifier()
         stop = asyncio.Event()
         tasks = []
         if settings.run_projector:

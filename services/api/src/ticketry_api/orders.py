@@ -44,6 +44,7 @@ from ticketry_api.schemas import OrderIn
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+SWEEP_BATCH = 500
 
 
 def request_hash(body: OrderIn) -> str:
@@ -179,7 +180,13 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
     release reservations whose order was never recorded."""
     cutoff = datetime.now(UTC) - timedelta(seconds=grace_s)
     count = 0
-    async for res in Reservation.find({"at": {"$lt": cutoff}, "delta": {"$gt": 0}, "swept": {"$ne": True}}):
+    # Materialise each query before writing: on FerretDB's SQLite backend a write
+    # issued while a cursor of ours is still open waits for that cursor's
+    # transaction, which never ends — every later write then hangs.
+    stale = await Reservation.find(
+        {"at": {"$lt": cutoff}, "delta": {"$gt": 0}, "swept": {"$ne": True}}
+    ).limit(SWEEP_BATCH).to_list()
+    for res in stale:
         order_id = res.tag.removeprefix("reserve:")
         if await Order.get(order_id) is None:
             event = await Event.get(res.event_id)
@@ -187,11 +194,13 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
                 await capacity.release(event, order_id, res.delta)
                 log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
         await Reservation.get_pymongo_collection().update_one({"_id": res.id}, {"$set": {"swept": True}})
-    async for order in Order.find({"enqueued": False, "created_at": {"$lt": cutoff}}):
+    stranded = await Order.find({"enqueued": False, "created_at": {"$lt": cutoff}}).limit(SWEEP_BATCH).to_list()
+    for order in stranded:
         event = await Event.get(order.event_id)
         if event is None:
             continue
-        existing = {t["_id"] async for t in Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1})}
+        rows = await Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1}).to_list()
+        existing = {t["_id"] for t in rows}
         missing = [
             Ticket(
                 id=tid, order_id=order.id, event_id=event.id, owner_id=order.owner_id,

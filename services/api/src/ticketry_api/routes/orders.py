@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header
 from ticketry.auth import Principal
-from ticketry.documents import Checkin, Event, Order, Reservation, Ticket
+from ticketry.documents import Checkin, Event, Order, Ticket
 from ticketry.ids import is_valid_id
 
 from ticketry_api import capacity
@@ -61,8 +61,7 @@ async def is_cancelled(order_id: str) -> bool:
     """True once the order's capacity was released. That ledger entry is a
     unique insert (``capacity.release``), so it is the authority on cancellation,
     whatever the read models say."""
-    released = await Reservation.get_pymongo_collection().find_one({"tag": f"release:{order_id}"}, {"_id": 1})
-    return released is not None
+    return await capacity.released(order_id)
 
 
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422))
