@@ -13,6 +13,7 @@ from ticketry_api import capacity
 from ticketry_api.deps import AnyUser, State, rate_limited
 from ticketry_api.errors import Problem, problems
 from ticketry_api.orders import place_order
+from ticketry_api.readmodel import order_ticket_statuses
 from ticketry_api.schemas import CancelOut, OrderAccepted, OrderIn, OrderOut, TicketRef
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
@@ -67,10 +68,7 @@ async def is_cancelled(order_id: str) -> bool:
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422))
 async def get_order(order_id: str, who: AnyUser, state: State) -> OrderOut:
     order = await owned_order(order_id, who)
-    statuses = {
-        t["_id"]: t["status"]
-        async for t in Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1, "status": 1})
-    }
+    statuses = await order_ticket_statuses(order.id)
     return OrderOut(
         id=order.id,
         event_id=order.event_id,

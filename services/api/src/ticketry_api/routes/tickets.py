@@ -5,12 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 from ticketry.auth import Principal
-from ticketry.documents import Checkin, Ticket
+from ticketry.documents import Ticket
 from ticketry.ids import is_valid_id
 from ticketry.storage import pdf_path
 
 from ticketry_api.deps import AnyUser, State
 from ticketry_api.errors import Problem, problems
+from ticketry_api.readmodel import ticket_status
 from ticketry_api.schemas import TicketOut
 
 router = APIRouter(prefix="/v1/tickets", tags=["tickets"])
@@ -26,9 +27,7 @@ async def owned_ticket(ticket_id: str, who: Principal) -> Ticket:
 @router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 404, 422))
 async def get_ticket(ticket_id: str, who: AnyUser) -> TicketOut:
     t = await owned_ticket(ticket_id, who)
-    status = t.status
-    if status != "checked_in" and await Checkin.get(t.id) is not None:
-        status = "checked_in"  # the Checkin record is the authority
+    status = await ticket_status(t)
     return TicketOut(
         id=t.id, order_id=t.order_id, event_id=t.event_id, holder_name=t.holder_name,
         tier=t.tier, status=status, pdf_url=f"/v1/tickets/{t.id}/pdf",
@@ -45,7 +44,7 @@ async def get_ticket_pdf(ticket_id: str, who: AnyUser, state: State) -> FileResp
     path = pdf_path(state.settings.storage_dir, t.order_id, t.id)
     if t.status == "revoked":
         raise Problem(410, "revoked", "the order was cancelled")
-    if t.status in ("queued", "failed") or not path.is_file():
+    if await ticket_status(t) in ("queued", "failed") or not path.is_file():
         raise Problem(409, "not rendered", "the ticket's PDF is not ready")
     return FileResponse(
         path, media_type="application/pdf", filename=f"{t.id}.pdf",
