@@ -1,15 +1,23 @@
 """Folds ticket events into the MongoDB read models (group ``projector``).
 
-Idempotent per event: ticket updates are conditional on the state they move
-from, order counters only ever move up (``$max``) to the counts carried by the
-event, which Redis computed exactly once. Replaying any part of the stream
-leaves the same documents.
+Idempotent per event, and order-insensitive across replays:
+
+* a ticket moves ``queued → rendered|failed``, and ``failed → rendered`` (a
+  dead letter re-driven by ``ticketryctl dlq redrive`` and rendered after all);
+  never back, so a replayed or late event cannot undo a newer state;
+* an order takes its counters (and status) from the newest event that carries
+  them, by stream id (``last_event``). Counters are computed inside Redis
+  exactly once per ticket (``ticketry.emit``), so the newest event is the truth.
+  Not ``$max``: a re-drive lowers ``failed`` by one.
+
+Replaying any part of the stream leaves the same documents.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +30,22 @@ from ticketry.db import ensure_group, entries_of
 from ticketry.documents import Order, Ticket, utcnow
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
+from ticketry_api.trim import trim_all
+
 log = logging.getLogger(__name__)
+
+# Stream trimming piggybacks on the projector loop (one place in the api that
+# already runs forever); see ``trim.py``.
+TRIM_INTERVAL_S = 60.0
+# Events pending this long under another consumer (a killed api) are taken over.
+CLAIM_IDLE_MS = 10_000
+CLAIM_INTERVAL_S = 2.0
+
+
+def event_key(entry_id: str) -> str:
+    """A stream id as a string that sorts like the id (``ms-seq`` zero-padded)."""
+    ms, _, seq = entry_id.partition("-")
+    return f"{int(ms):015d}-{int(seq or 0):010d}"
 
 
 @dataclass
@@ -30,14 +53,15 @@ class Fold:
     """The writes one batch of events turns into (pure; easy to test)."""
 
     tickets: list[UpdateOne] = field(default_factory=list)
-    orders: dict[str, dict[str, object]] = field(default_factory=dict)
+    # order id → newest event of the batch for that order
+    latest: dict[str, TicketEvent] = field(default_factory=dict)
 
     def add(self, ev: TicketEvent) -> None:
         if ev.type == "ticket.rendered" and ev.ticket_id:
             self.tickets.append(
                 UpdateOne(
-                    {"_id": ev.ticket_id, "status": "queued"},
-                    {"$set": {"status": "rendered", "rendered_at": ev.occurred_at}},
+                    {"_id": ev.ticket_id, "status": {"$in": ["queued", "failed"]}},
+                    {"$set": {"status": "rendered", "rendered_at": ev.occurred_at, "failure_reason": None}},
                 )
             )
         elif ev.type == "ticket.failed" and ev.ticket_id:
@@ -47,28 +71,31 @@ class Fold:
                     {"$set": {"status": "failed", "failure_reason": ev.reason}},
                 )
             )
-        upd = self.orders.setdefault(ev.order_id, {"rendered": 0, "failed": 0})
-        upd["rendered"] = max(int(str(upd["rendered"])), ev.rendered)
-        upd["failed"] = max(int(str(upd["failed"])), ev.failed)
-        if ev.type == "order.completed":
-            upd["status"] = completed_status(ev.total, ev.rendered, ev.failed)
+        cur = self.latest.get(ev.order_id)
+        if cur is None or event_key(ev.id) > event_key(cur.id):
+            self.latest[ev.order_id] = ev
 
     def order_updates(self) -> list[UpdateOne]:
         ops = []
-        for order_id, upd in self.orders.items():
+        for order_id, ev in self.latest.items():
+            key = event_key(ev.id)
+            new: dict[str, object] = {"rendered": ev.rendered, "failed": ev.failed, "last_event": key}
+            if ev.type == "order.completed":
+                new["status"] = completed_status(ev.total, ev.rendered, ev.failed)
+                new["completed_at"] = utcnow()
+            elif ev.rendered + ev.failed < ev.total:
+                # Work outstanding again (a re-drive after completion), or still.
+                new["status"] = "processing"
             ops.append(
                 UpdateOne(
-                    {"_id": order_id},
-                    {"$max": {"rendered": upd["rendered"], "failed": upd["failed"]}},
+                    {
+                        "_id": order_id,
+                        "status": {"$ne": "cancelled"},
+                        "$or": [{"last_event": {"$exists": False}}, {"last_event": {"$lt": key}}],
+                    },
+                    {"$set": new},
                 )
             )
-            if "status" in upd:
-                ops.append(
-                    UpdateOne(
-                        {"_id": order_id, "status": "processing"},
-                        {"$set": {"status": upd["status"], "completed_at": utcnow()}},
-                    )
-                )
         return ops
 
 
@@ -86,17 +113,66 @@ async def apply(events: Iterable[TicketEvent]) -> None:
         await Ticket.get_pymongo_collection().bulk_write(fold.tickets, ordered=False)
     ops = fold.order_updates()
     if ops:
-        # Ordered: the counters land before the status that depends on them.
-        await Order.get_pymongo_collection().bulk_write(ops, ordered=True)
+        await Order.get_pymongo_collection().bulk_write(ops, ordered=False)
 
 
-async def run_projector(redis: Redis, consumer: str, batch: int, stop: asyncio.Event) -> None:
+async def fold_and_ack(redis: Redis, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
+    """Apply a batch to MongoDB, then ack it (a crash in between re-applies: harmless)."""
+    good: list[TicketEvent] = []
+    ids: list[bytes] = []
+    for entry_id, fields in entries:
+        ids.append(entry_id)
+        try:
+            good.append(decode_ticket_event(entry_id, fields))
+        except DecodeError:
+            log.error("projector: undecodable event skipped", extra={"entry": entry_id})
+    await apply(good)
+    if ids:
+        await redis.xack(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, *ids)
+
+
+async def claim_abandoned(redis: Redis, consumer: str, batch: int, idle_ms: int) -> int:
+    """Take over events a dead api process read but never acked (its consumer
+    name died with its pid). Folding is idempotent, so taking an entry from a
+    live but slow projector costs a repeated write, never a wrong one."""
+    resp: Any = await redis.xautoclaim(
+        streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, consumer, idle_ms, "0-0", count=batch
+    )
+    deleted = resp[2] if len(resp) > 2 else []
+    if deleted:
+        await redis.xack(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, *deleted)
+    claimed = [(e, f) for e, f in resp[1] if f]
+    if claimed:
+        log.info("projector: claimed abandoned events", extra={"count": len(claimed)})
+        await fold_and_ack(redis, claimed)
+    return len(claimed)
+
+
+async def run_projector(
+    redis: Redis,
+    consumer: str,
+    batch: int,
+    stop: asyncio.Event,
+    *,
+    claim_idle_ms: int = CLAIM_IDLE_MS,
+) -> None:
     """Consume ticket events until ``stop``; never dies on a bad entry or a Redis restart."""
     await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
     # First our own pending entries (a previous life of this consumer), then new ones.
     cursor = "0"
+    next_trim = time.monotonic() + 5.0
+    next_claim = time.monotonic()
     while not stop.is_set():
         try:
+            if time.monotonic() >= next_trim:
+                next_trim = time.monotonic() + TRIM_INTERVAL_S
+                try:
+                    await trim_all(redis)
+                except Exception:
+                    log.exception("projector: stream trim failed; next time")
+            if cursor == ">" and time.monotonic() >= next_claim:
+                more = await claim_abandoned(redis, consumer, batch, claim_idle_ms)
+                next_claim = time.monotonic() + (0 if more else CLAIM_INTERVAL_S)
             resp: Any = await redis.xreadgroup(
                 streams.PROJECTOR_GROUP, consumer, {streams.TICKET_EVENTS: cursor},
                 count=batch, block=1000,
@@ -107,16 +183,7 @@ async def run_projector(redis: Redis, consumer: str, batch: int, stop: asyncio.E
                 continue
             if not entries:
                 continue
-            good: list[TicketEvent] = []
-            ids: list[bytes] = []
-            for entry_id, fields in entries:
-                ids.append(entry_id)
-                try:
-                    good.append(decode_ticket_event(entry_id, fields))
-                except DecodeError:
-                    log.error("projector: undecodable event skipped", extra={"entry": entry_id})
-            await apply(good)
-            await redis.xack(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, *ids)
+            await fold_and_ack(redis, entries)
             if cursor != ">":
                 cursor = entries[-1][0].decode()
         except (ConnectionError, TimeoutError) as exc:

@@ -29,7 +29,9 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
-from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
 from ticketry.db import Entry, entries_of
 from ticketry.emit import Emitter
@@ -74,7 +76,8 @@ class Worker:
         t0 = time.perf_counter()
         storage = self.settings.storage_dir
         decoded: list[tuple[str, RenderRequest]] = []
-        async with self.redis.pipeline(transaction=False) as pipe:
+        # MULTI/EXEC: a dead letter, its ticket.failed and the ack land together or not at all.
+        async with self.redis.pipeline(transaction=True) as pipe:
             for raw_id, fields in entries:
                 entry_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
                 try:
@@ -83,9 +86,18 @@ class Worker:
                     metrics.DEAD_LETTERS.inc()
                     await self._dead_letter(pipe, lane, entry_id, fields, str(exc), [str(exc)], ack=True)
             done = await self._already_done(decoded)
-            for entry_id, req in decoded:
-                path = pdf_path(storage, req.order_id, req.ticket_id)
-                if not (req.ticket_id in done.get(req.order_id, ()) or path.exists()):
+            touched = time.monotonic()
+            for i, (entry_id, req) in enumerate(decoded):
+                try:
+                    path = pdf_path(storage, req.order_id, req.ticket_id)
+                except ValueError as exc:  # ids we never issue: permanent, no ticket to fail
+                    metrics.DEAD_LETTERS.inc()
+                    reason = f"invalid ids: {exc}"
+                    await self._dead_letter(pipe, lane, entry_id, req.to_fields(), reason, [reason], ack=True)
+                    continue
+                # is_file, not exists: a stray directory at the path is a storage fault, not a PDF.
+                if not (req.ticket_id in done.get(req.order_id, ()) or path.is_file()):
+                    touched = await self._keep_alive(lane, [e for e, _ in decoded[i:]], touched)
                     try:
                         write_atomic(path, render_ticket(req, self.design))
                     except Exception as exc:
@@ -111,6 +123,22 @@ class Worker:
             await pipe.execute()
         if entries:
             metrics.BATCH_SECONDS.observe(time.perf_counter() - t0)
+
+    async def _keep_alive(self, lane: str, ids: list[Any], touched: float) -> float:
+        """Reset the idle time of the batch's remaining entries once a third of
+        ``claim_idle_ms`` has passed, so a live but slow batch is never claimed by
+        a peer (the idle threshold bounds one render, not a whole batch).
+
+        ``XCLAIM … JUSTID`` to ourselves resets idle without counting a delivery
+        (https://redis.io/docs/latest/commands/xclaim/). ``min-idle-time`` is the
+        time since our last touch, so an entry a peer claimed meanwhile (idle
+        reset by that claim) is left with the peer instead of being taken back.
+        """
+        elapsed_ms = int((time.monotonic() - touched) * 1000)
+        if elapsed_ms < self.settings.claim_idle_ms // 3 or not ids:
+            return touched
+        await self.redis.xclaim(lane, streams.RENDERERS_GROUP, self.consumer, max(elapsed_ms - 50, 0), ids, justid=True)
+        return time.monotonic()
 
     async def _already_done(self, decoded: list[tuple[str, RenderRequest]]) -> dict[str, set[str]]:
         by_order: dict[str, list[str]] = {}
@@ -273,7 +301,7 @@ class Worker:
         while not stop.is_set():
             try:
                 await self.claim_once()
-            except (ConnectionError, TimeoutError) as exc:
+            except (RedisConnectionError, RedisTimeoutError) as exc:
                 log.warning("claimer: redis unavailable", extra={"error": str(exc)})
             except ResponseError as exc:
                 log.warning("claimer: redis error", extra={"error": str(exc)})
@@ -301,7 +329,7 @@ class Worker:
                     )  # fmt: skip
                     pipe.expire(key, streams.HEARTBEAT_TTL_S)
                     await pipe.execute()
-            except (ConnectionError, TimeoutError):
+            except (RedisConnectionError, RedisTimeoutError):
                 pass
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)

@@ -1,0 +1,119 @@
+"""Guarantees 1 and 2 at the api's edge, on the shared stack: duplicate POSTs,
+the outbox sweep after a crash before XADD, and stream trimming."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from ticketry.ids import new_id
+from ticketry_api.trim import Trimmer
+from ticketry_devstack.procs import Stack
+
+from tests.chaos.support import db_of, mongo_of, redis_of, wait_until
+from tests.conftest import TokenFactory
+from tests.helpers import bearer, create_event, place_order
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_concurrent_duplicate_posts_make_one_order(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    # Given a buyer who sends the same order ten times at once with one Idempotency-Key
+    buyer = token("idem-buyer", "buyer")
+    event = await create_event(api, token("idem-org", "organizer"), capacity=50)
+    key = f"k-{uuid.uuid4().hex}"
+    results = await asyncio.gather(*(place_order(api, buyer, event["id"], 3, idempotency_key=key) for _ in range(10)))
+    # Then every answer is the same single order
+    assert {r.status_code for r in results} == {202}, [r.text for r in results]
+    assert len({r.json()["id"] for r in results}) == 1
+    mongo = mongo_of(stack)
+    try:
+        orders = [o async for o in db_of(mongo).orders.find({"idempotency_key": key})]
+        assert len(orders) == 1
+        assert await db_of(mongo).tickets.count_documents({"order_id": orders[0]["_id"]}) == 3
+    finally:
+        await mongo.close()
+    got = (await api.get(f"/v1/events/{event['id']}", headers=bearer(buyer))).json()
+    assert got["sold"] == 3
+    # And the same key with another body is refused, changing nothing
+    other = await place_order(api, buyer, event["id"], 4, idempotency_key=key)
+    assert other.status_code == 422 and other.headers["content-type"] == "application/problem+json"
+    assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(buyer))).json()["sold"] == 3
+
+
+async def test_order_recorded_but_never_enqueued_is_swept(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    # Given an order the api recorded and then crashed before XADD: the order
+    # document exists with enqueued=False, its tickets and render requests do not
+    buyer_id = "outbox-buyer"
+    buyer = token(buyer_id, "buyer")
+    event = await create_event(api, token("outbox-org", "organizer"), capacity=10)
+    order_id = new_id("or")
+    tickets = [new_id("tk") for _ in range(4)]
+    mongo = mongo_of(stack)
+    try:
+        await db_of(mongo).orders.insert_one(
+            {
+                "_id": order_id, "owner_id": buyer_id, "event_id": event["id"], "quantity": 4,
+                "tier": "standard", "holder_name": "Grace Hopper", "status": "processing", "rendered": 0,
+                "failed": 0, "ticket_ids": tickets, "enqueued": False, "idempotency_key": None,
+                "idem": f"auto:{order_id}", "request_hash": "x",
+                "created_at": datetime.now(UTC) - timedelta(minutes=5),
+            }
+        )  # fmt: skip
+
+        # When the outbox sweep runs (every few seconds in the api)
+        async def completed() -> bool:
+            doc = await db_of(mongo).orders.find_one({"_id": order_id})
+            return bool(doc and doc["status"] == "completed")
+
+        await wait_until(completed, 90)
+
+        # Then the order completed with each ticket once, and is marked enqueued
+        doc = await db_of(mongo).orders.find_one({"_id": order_id})
+        assert doc["enqueued"] is True and (doc["rendered"], doc["failed"]) == (4, 0)
+        got = [t async for t in db_of(mongo).tickets.find({"order_id": order_id})]
+        assert sorted(t["_id"] for t in got) == sorted(tickets) and {t["status"] for t in got} == {"rendered"}
+        r = await api.get(f"/v1/tickets/{tickets[0]}/pdf", headers=bearer(buyer))
+        assert r.status_code == 200 and r.content[:5] == b"%PDF-"
+    finally:
+        await mongo.close()
+
+
+async def test_trim_never_drops_pending_or_undelivered_entries(stack: Stack) -> None:
+    redis = redis_of(stack)
+    stream, group = f"test:trim:{uuid.uuid4().hex}", "g"
+    try:
+        # Given 10 entries: 3 delivered and acked, 3 delivered and pending, 4 never delivered
+        await redis.xgroup_create(stream, group, id="0", mkstream=True)
+        ids = [(await redis.xadd(stream, {"n": i})).decode() for i in range(10)]
+        await redis.xreadgroup(group, "c", {stream: ">"}, count=6)
+        await redis.xack(stream, group, *ids[:3])
+        trimmer = Trimmer(redis)
+
+        # When trimmed, only the acked ones go
+        assert await trimmer.trim(stream, exact=True) == 3
+        left = [e.decode() for e, _ in await redis.xrange(stream)]
+        assert left == ids[3:]
+        assert (await redis.xpending(stream, group))["pending"] == 3
+
+        # And a second group that has read nothing holds everything back
+        await redis.xgroup_create(stream, "late", id="0")
+        await redis.xack(stream, group, *ids[3:6])
+        assert await trimmer.trim(stream, exact=True) == 0
+        await redis.xgroup_destroy(stream, "late")
+        assert await trimmer.trim(stream, exact=True) == 3
+        assert [e.decode() for e, _ in await redis.xrange(stream)] == ids[6:]
+        # And a stream without groups is never trimmed
+        bare = f"{stream}:bare"
+        await redis.xadd(bare, {"n": 1})
+        assert await trimmer.trim(bare, exact=True) == 0
+    finally:
+        await redis.delete(stream, f"{stream}:bare")
+        await redis.aclose()
