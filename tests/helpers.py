@@ -37,10 +37,14 @@ async def place_order(api: httpx.AsyncClient, buyer: str, event_id: str, quantit
 
 
 async def collect_progress(
-    progress_url: str, token: str, *, after: str | None = None, timeout_s: float = 120, stop_after: int | None = None
+    progress_url: str, token: str, *, after: str | None = "0-0", timeout_s: float = 120, stop_after: int | None = None
 ) -> list[dict[str, Any]]:
     """Messages of one order's progress socket, until ``order.completed``
-    (or ``stop_after`` messages)."""
+    (or ``stop_after`` messages).
+
+    ``after="0-0"`` (the default) asks for the order's whole history: the fast
+    path renders a small order before a socket opened after the 202 connects,
+    so "connect, then watch" alone would race. ``after=None`` is live-only."""
     url = f"{progress_url}?token={token}" + (f"&after={after}" if after else "")
     out: list[dict[str, Any]] = []
     async with asyncio.timeout(timeout_s), websockets.connect(url, max_size=2**20) as ws:

@@ -90,8 +90,8 @@ async def test_poison_requests_are_dead_lettered_and_redriven_once(tmp_path: Pat
                 return bool(doc and doc["status"] == status)
 
             await wait_until(lambda: projected("partially_failed"), 30)
-            t = await db_of(mongo).tickets.find_one({"_id": poisoned})
-            assert t["status"] == "failed" and t["failure_reason"]
+            t = await db_of(mongo).ticket_states.find_one({"_id": poisoned})
+            assert t["status"] == "failed" and t["reason"]
 
             # And three dead letters: two malformed at once, one after N attempts with its history
             listed = orjson.loads(ctl(env, "dlq", "list", "--json").stdout)
@@ -116,7 +116,7 @@ async def test_poison_requests_are_dead_lettered_and_redriven_once(tmp_path: Pat
             await wait_until(lambda: projected("completed"), 60)
             doc = await db_of(mongo).orders.find_one({"_id": order["id"]})
             assert (doc["rendered"], doc["failed"]) == (10, 0)
-            assert (await db_of(mongo).tickets.find_one({"_id": poisoned}))["status"] == "rendered"
+            assert (await db_of(mongo).ticket_states.find_one({"_id": poisoned}))["status"] == "rendered"
             progress = await redis.hgetall(streams.order_progress(order["id"]))
             assert (int(progress[b"rendered"]), int(progress[b"failed"])) == (10, 0)
             events = await order_events(redis, order["id"])

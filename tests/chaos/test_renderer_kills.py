@@ -139,7 +139,7 @@ async def test_sigkill_a_renderer_every_second(tmp_path: Path, token: TokenFacto
             assert await redis.scard(streams.order_done(order["id"])) == TICKETS
             doc = await db_of(mongo).orders.find_one({"_id": order["id"]})
             assert (doc["status"], doc["rendered"], doc["failed"]) == ("completed", TICKETS, 0)
-            statuses = [t["status"] async for t in db_of(mongo).tickets.find({"order_id": order["id"]})]
+            statuses = [t["status"] async for t in db_of(mongo).ticket_states.find({"order_id": order["id"]})]
             assert len(statuses) == TICKETS and set(statuses) == {"rendered"}
             files = pdfs(stack, order["id"])
             assert sorted(p.stem for p in files) == sorted(order["tickets"])

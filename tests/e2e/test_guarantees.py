@@ -79,7 +79,9 @@ async def test_order_recorded_but_never_enqueued_is_swept(
         doc = await db_of(mongo).orders.find_one({"_id": order_id})
         assert doc["enqueued"] is True and (doc["rendered"], doc["failed"]) == (4, 0)
         got = [t async for t in db_of(mongo).tickets.find({"order_id": order_id})]
-        assert sorted(t["_id"] for t in got) == sorted(tickets) and {t["status"] for t in got} == {"rendered"}
+        states = [t async for t in db_of(mongo).ticket_states.find({"order_id": order_id})]
+        assert sorted(t["_id"] for t in got) == sorted(tickets) == sorted(t["_id"] for t in states)
+        assert {t["status"] for t in states} == {"rendered"}
         r = await api.get(f"/v1/tickets/{tickets[0]}/pdf", headers=bearer(buyer))
         assert r.status_code == 200 and r.content[:5] == b"%PDF-"
     finally:

@@ -2,9 +2,11 @@
 
 Idempotent per event, and order-insensitive across replays:
 
-* a ticket moves ``queued → rendered|failed``, and ``failed → rendered`` (a
-  dead letter re-driven by ``ticketryctl dlq redrive`` and rendered after all);
-  never back, so a replayed or late event cannot undo a newer state;
+* a ticket's outcome is an inserted ``TicketState`` (unique per ticket; a
+  batch is one insert, because FerretDB makes every update a transaction of
+  its own); ``failed → rendered`` (a dead letter re-driven by ``ticketryctl dlq
+  redrive`` and rendered after all) is the only update, never back, so a
+  replayed or late event cannot undo a newer state;
 * an order takes its counters (and status) from the newest event that carries
   them, by stream id (``last_event``). Counters are computed inside Redis
   exactly once per ticket (``ticketry.emit``), so the newest event is the truth.
@@ -23,16 +25,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pymongo import UpdateOne
+from pymongo.errors import BulkWriteError
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 from ticketry import streams
 from ticketry.db import ensure_group, entries_of
-from ticketry.documents import Order, Ticket, utcnow
+from ticketry.documents import Order, TicketState, utcnow
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
 from ticketry_api.trim import trim_all
 
 log = logging.getLogger(__name__)
+DUPLICATE_KEY = 11000
 
 # Stream trimming piggybacks on the projector loop (one place in the api that
 # already runs forever); see ``trim.py``.
@@ -52,25 +56,20 @@ def event_key(entry_id: str) -> str:
 class Fold:
     """The writes one batch of events turns into (pure; easy to test)."""
 
-    tickets: list[UpdateOne] = field(default_factory=list)
+    # ticket id → its TicketState document (newest event of the batch wins)
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
     # order id → newest event of the batch for that order
     latest: dict[str, TicketEvent] = field(default_factory=dict)
 
     def add(self, ev: TicketEvent) -> None:
-        if ev.type == "ticket.rendered" and ev.ticket_id:
-            self.tickets.append(
-                UpdateOne(
-                    {"_id": ev.ticket_id, "status": {"$in": ["queued", "failed"]}},
-                    {"$set": {"status": "rendered", "rendered_at": ev.occurred_at, "failure_reason": None}},
-                )
-            )
-        elif ev.type == "ticket.failed" and ev.ticket_id:
-            self.tickets.append(
-                UpdateOne(
-                    {"_id": ev.ticket_id, "status": "queued"},
-                    {"$set": {"status": "failed", "failure_reason": ev.reason}},
-                )
-            )
+        if ev.type in ("ticket.rendered", "ticket.failed") and ev.ticket_id:
+            self.states[ev.ticket_id] = TicketState(
+                id=ev.ticket_id,
+                order_id=ev.order_id,
+                status="rendered" if ev.type == "ticket.rendered" else "failed",
+                reason=ev.reason,
+                at=ev.occurred_at,
+            ).model_dump(by_alias=True)
         cur = self.latest.get(ev.order_id)
         if cur is None or event_key(ev.id) > event_key(cur.id):
             self.latest[ev.order_id] = ev
@@ -109,11 +108,33 @@ async def apply(events: Iterable[TicketEvent]) -> None:
     fold = Fold()
     for ev in events:
         fold.add(ev)
-    if fold.tickets:
-        await Ticket.get_pymongo_collection().bulk_write(fold.tickets, ordered=False)
+    if fold.states:
+        await insert_states(list(fold.states.values()))
     ops = fold.order_updates()
     if ops:
         await Order.get_pymongo_collection().bulk_write(ops, ordered=False)
+
+
+async def insert_states(docs: list[dict[str, Any]]) -> None:
+    """Insert render outcomes in one batch (one transaction on FerretDB).
+
+    A duplicate means the ticket already has a state: a replay (nothing to do),
+    or a re-driven dead letter that has now rendered (``failed → rendered``, the
+    one transition that needs an update; rare).
+    """
+    col = TicketState.get_pymongo_collection()
+    try:
+        await col.insert_many(docs, ordered=False)
+    except BulkWriteError as exc:
+        for err in exc.details.get("writeErrors", []):
+            if err.get("code") != DUPLICATE_KEY:
+                raise
+            doc = docs[err["index"]]
+            if doc["status"] == "rendered":
+                await col.update_one(
+                    {"_id": doc["_id"], "status": "failed"},
+                    {"$set": {"status": "rendered", "reason": None, "at": doc["at"]}},
+                )
 
 
 async def fold_and_ack(redis: Redis, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:

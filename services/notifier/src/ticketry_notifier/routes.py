@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import orjson
@@ -86,19 +87,36 @@ async def progress(ws: WebSocket) -> None:
                             continue
                         await ws.send_bytes(orjson.dumps(missed.to_ws()))
                 start = chunk[-1][0].decode()
-        while True:
-            ev = await sub.queue.get()
-            if ev is None:
-                await ws.close(4008, "too slow; resume with ?after=")
-                return
-            if stream_id_key(ev.id) <= sent_upto:
-                continue
-            await ws.send_bytes(orjson.dumps(ev.to_ws()))
+        # Watch the client side too, so a socket the client closed is released
+        # now, not when its order's next event happens to arrive.
+        closed = asyncio.create_task(_until_closed(ws))
+        try:
+            while True:
+                get = asyncio.ensure_future(sub.queue.get())
+                await asyncio.wait({get, closed}, return_when=asyncio.FIRST_COMPLETED)
+                if closed.done():
+                    get.cancel()
+                    return
+                ev = get.result()
+                if ev is None:
+                    await ws.close(4008, "too slow; resume with ?after=")
+                    return
+                if stream_id_key(ev.id) <= sent_upto:
+                    continue
+                await ws.send_bytes(orjson.dumps(ev.to_ws()))
+        finally:
+            closed.cancel()
     except WebSocketDisconnect:
         pass
     finally:
         hub.unsubscribe(sub)
         CONNECTIONS.dec()
+
+
+async def _until_closed(ws: WebSocket) -> None:
+    """Returns when the client disconnects (clients send nothing we need)."""
+    while (await ws.receive())["type"] != "websocket.disconnect":
+        pass
 
 
 def _verifier(ws: WebSocket, settings: NotifierSettings) -> TokenVerifier:
