@@ -10,8 +10,12 @@ class RendererSettings(CommonSettings):
     # Consumer name in group ``renderers``; unique per process (the scaler sets it).
     renderer_name: str = ""
     vip_batch: int = Field(default=16, ge=1)
-    # Small on purpose: a vip entry waits at most one standard batch.
-    std_batch: int = Field(default=8, ge=1)
+    # Bounded on purpose: a vip entry waits at most one standard batch
+    # (32 fast-path tickets ≈ 30-60 ms).
+    std_batch: int = Field(default=32, ge=1)
+    # Wall-clock limit of one render; a render that exceeds it fails (and is
+    # retried, then dead-lettered). Keep it well below claim_idle_ms.
+    render_timeout_s: float = Field(default=10.0, gt=0)
     poll_ms: int = Field(default=1000, ge=10)
     # An entry idle this long in a peer's pending list is presumed abandoned and
     # claimed. Must exceed the worst-case render (bounded by render_timeout_s).

@@ -20,9 +20,11 @@ import contextlib
 import logging
 import os
 import random
+import signal
 import socket
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,13 +38,37 @@ from ticketry import streams
 from ticketry.db import Entry, entries_of
 from ticketry.emit import Emitter
 from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
-from ticketry.storage import pdf_path, write_atomic
+from ticketry.storage import pdf_path, sync_storage, write_atomic
 
 from ticketry_renderer import metrics
 from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.render import Design, render_ticket
 
 log = logging.getLogger(__name__)
+
+
+class RenderTimeout(Exception):
+    """A render ran past ``render_timeout_s``."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the block with RenderTimeout after ``seconds`` (SIGALRM; main
+    thread only, where the renderer renders)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise RenderTimeout(f"render exceeded {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def backoff_s(attempt: int, base: float, cap: float, rng: random.Random) -> float:
@@ -87,6 +113,7 @@ class Worker:
                     await self._dead_letter(pipe, lane, entry_id, fields, str(exc), [str(exc)], ack=True)
             done = await self._already_done(decoded)
             touched = time.monotonic()
+            wrote = False
             for i, (entry_id, req) in enumerate(decoded):
                 try:
                     path = pdf_path(storage, req.order_id, req.ticket_id)
@@ -99,7 +126,10 @@ class Worker:
                 if not (req.ticket_id in done.get(req.order_id, ()) or path.is_file()):
                     touched = await self._keep_alive(lane, [e for e, _ in decoded[i:]], touched)
                     try:
-                        write_atomic(path, render_ticket(req, self.design))
+                        with time_limit(self.settings.render_timeout_s):
+                            pdf = render_ticket(req, self.design)
+                        write_atomic(path, pdf, fsync=False)
+                        wrote = True
                     except Exception as exc:
                         await self._failed(pipe, lane, entry_id, req, exc, deliveries)
                         continue
@@ -120,6 +150,9 @@ class Worker:
                     source_stream=lane,
                     entry_id=entry_id,
                 )  # fmt: skip
+            if wrote:
+                # Every PDF of the batch is on disk before any of it is announced.
+                sync_storage(storage)
             await pipe.execute()
         if entries:
             metrics.BATCH_SECONDS.observe(time.perf_counter() - t0)
