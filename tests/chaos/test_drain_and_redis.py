@@ -1,0 +1,142 @@
+"""Guarantee 5 (graceful drain on SIGTERM) and guarantee 1 across a Redis restart."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from ticketry import streams
+from ticketry_devstack.procs import redis_proc, wait_port
+
+from tests.chaos.support import (
+    ProgressWatcher,
+    db_of,
+    duplicates,
+    mongo_of,
+    order_events,
+    pending_total,
+    redis_of,
+    wait_until,
+)
+from tests.conftest import TokenFactory, make_stack
+from tests.helpers import create_event, place_order
+
+pytestmark = [pytest.mark.chaos]
+
+# Long chaos runs: opt-in until the read-model stall (FerretDB stops answering
+# mid-order, seen at 400-1000 tickets) is understood; see issue 3's report.
+LONG = pytest.mark.skipif(
+    not os.environ.get("TICKETRY_CHAOS_LONG"), reason="set TICKETRY_CHAOS_LONG=1 (FerretDB stall under investigation)"
+)
+
+DRAIN_BOUND_S = 30.0
+
+
+@LONG
+@pytest.mark.timeout(300)
+async def test_sigterm_drains_in_flight_work_without_redelivery(tmp_path: Path, token: TokenFactory) -> None:
+    stack = await asyncio.to_thread(make_stack, tmp_path, 1, {"TICKETRY_CLAIM_IDLE_MS": "3000"})
+    redis, mongo = redis_of(stack), mongo_of(stack)
+    try:
+        async with httpx.AsyncClient(base_url=stack.api_url, timeout=60) as api:
+            buyer = token("drain-buyer", "buyer")
+            event = await create_event(api, token("drain-org", "organizer"), capacity=400)
+            order = (await place_order(api, buyer, event["id"], 400)).json()
+            (renderer,) = stack.renderers
+            name = renderer.env["TICKETRY_RENDERER_NAME"]
+
+            # Given the only renderer holding work mid-order
+            async def holding() -> bool:
+                rows = await redis.xpending_range(
+                    streams.RENDER_STD, streams.RENDERERS_GROUP, min="-", max="+", count=100, consumername=name
+                )
+                return bool(rows)
+
+            await wait_until(holding, 120, interval_s=0.01)
+            # When it gets SIGTERM
+            t0 = time.monotonic()
+            renderer.signal(signal.SIGTERM)
+            code = await asyncio.to_thread(renderer.popen.wait, DRAIN_BOUND_S)  # type: ignore[union-attr]
+            took = time.monotonic() - t0
+            # Then it exits cleanly within the bound, leaving nothing pending to redeliver
+            assert code == 0 and took < DRAIN_BOUND_S
+            assert await pending_total(redis) == 0
+            before = await redis.hgetall(streams.order_progress(order["id"]))
+            assert 0 < int(before.get(b"rendered", 0)) < 400  # it rendered what it held, not more
+
+            # And a fresh renderer finishes the rest; no ticket has two events
+            stack.start_renderer()
+
+            async def completed() -> bool:
+                doc = await db_of(mongo).orders.find_one({"_id": order["id"]})
+                return bool(doc and doc["status"] == "completed")
+
+            await wait_until(completed, 120)
+            events = await order_events(redis, order["id"])
+            ids = [f["ticket_id"] for _, f in events if f["type"] == "ticket.rendered"]
+            assert not duplicates(ids) and sorted(ids) == sorted(order["tickets"])
+            print(f"\nDRAIN exit after SIGTERM: {took:.2f}s")
+    finally:
+        await redis.aclose()
+        await mongo.close()
+        await asyncio.to_thread(stack.stop)
+
+
+@LONG
+@pytest.mark.timeout(400)
+async def test_redis_restart_mid_order_loses_nothing(tmp_path: Path, token: TokenFactory) -> None:
+    stack = await asyncio.to_thread(make_stack, tmp_path, 2, {"TICKETRY_CLAIM_IDLE_MS": "3000"})
+    redis, mongo = redis_of(stack), mongo_of(stack)
+    try:
+        async with httpx.AsyncClient(base_url=stack.api_url, timeout=120) as api:
+            # Given an order acknowledged by the api (202), partly rendered
+            buyer = token("redis-buyer", "buyer")
+            event = await create_event(api, token("redis-org", "organizer"), capacity=3000)
+            first = (await place_order(api, buyer, event["id"], 1500)).json()
+            await wait_until(lambda: _rendered_at_least(redis, first["id"], 1), 120, interval_s=0.01)
+            pids = [p.pid for p in stack.renderers]
+
+            # When Redis is stopped (SIGTERM: AOF flushed) and started again on its data
+            old = stack.procs["redis"]
+            await asyncio.to_thread(old.stop)
+            await asyncio.sleep(2.0)
+            fresh = redis_proc(stack.data_dir / "redis", stack.redis_port).start()
+            stack.procs["redis"] = fresh
+            await asyncio.to_thread(wait_port, stack.redis_port, 30, fresh.popen)
+
+            # Then every consumer carries on by itself: the same renderer processes,
+            # the projector and the notifier; a new order is accepted and completes too
+            second = (await place_order(api, buyer, event["id"], 5)).json()
+            watcher = ProgressWatcher(second["progress_url"], buyer)
+            await asyncio.wait_for(watcher.run(timeout_s=120), 150)
+            for o in (first, second):
+
+                async def completed(oid: str = o["id"]) -> bool:
+                    doc = await db_of(mongo).orders.find_one({"_id": oid})
+                    return bool(doc and doc["status"] == "completed")
+
+                await wait_until(completed, 180)
+                events = await order_events(redis, o["id"])
+                ids = [f["ticket_id"] for _, f in events if f["type"] == "ticket.rendered"]
+                assert not duplicates(ids) and sorted(ids) == sorted(o["tickets"])
+            assert [p.pid for p in stack.renderers] == pids and all(p.alive() for p in stack.renderers)
+            assert len(watcher.of_type("ticket.rendered")) == 5
+            await wait_until(lambda: _no_pending(redis), 30)
+    finally:
+        await redis.aclose()
+        await mongo.close()
+        await asyncio.to_thread(stack.stop)
+
+
+async def _rendered_at_least(redis: object, order_id: str, n: int) -> bool:
+    v = await redis.hget(streams.order_progress(order_id), "rendered")  # type: ignore[attr-defined]
+    return int(v or 0) >= n
+
+
+async def _no_pending(redis: object) -> bool:
+    return await pending_total(redis) == 0  # type: ignore[arg-type]
