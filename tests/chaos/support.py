@@ -13,11 +13,13 @@ import websockets
 from pymongo import AsyncMongoClient
 from redis.asyncio import Redis
 from ticketry import streams
+from ticketry.db import connect_redis
 from ticketry_devstack.procs import Stack
 
 
 def redis_of(stack: Stack) -> Redis:
-    return Redis.from_url(stack.env["TICKETRY_REDIS_URL"])
+    # Reconnects by itself, like the services (the Redis-restart test needs it).
+    return connect_redis(stack.env["TICKETRY_REDIS_URL"])
 
 
 def mongo_of(stack: Stack) -> AsyncMongoClient[dict[str, Any]]:

@@ -28,16 +28,10 @@ from tests.helpers import create_event, place_order
 
 pytestmark = [pytest.mark.chaos]
 
-# Long chaos runs: opt-in until the read-model stall (FerretDB stops answering
-# mid-order, seen at 400-1000 tickets) is understood; see issue 3's report.
-LONG = pytest.mark.skipif(
-    not os.environ.get("TICKETRY_CHAOS_LONG"), reason="set TICKETRY_CHAOS_LONG=1 (FerretDB stall under investigation)"
-)
 
 DRAIN_BOUND_S = 30.0
 
 
-@LONG
 @pytest.mark.timeout(300)
 async def test_sigterm_drains_in_flight_work_without_redelivery(tmp_path: Path, token: TokenFactory) -> None:
     stack = await asyncio.to_thread(make_stack, tmp_path, 1, {"TICKETRY_CLAIM_IDLE_MS": "3000"})
@@ -87,7 +81,6 @@ async def test_sigterm_drains_in_flight_work_without_redelivery(tmp_path: Path, 
         await asyncio.to_thread(stack.stop)
 
 
-@LONG
 @pytest.mark.timeout(400)
 async def test_redis_restart_mid_order_loses_nothing(tmp_path: Path, token: TokenFactory) -> None:
     stack = await asyncio.to_thread(make_stack, tmp_path, 2, {"TICKETRY_CLAIM_IDLE_MS": "3000"})

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from faststream import AckPolicy, FastStream
 from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.annotations import RedisBatchStreamMessage
 from prometheus_client import start_http_server
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
 from ticketry.db import connect_redis, ensure_groups
 from ticketry.telemetry import setup_logging
@@ -19,6 +22,8 @@ from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.handlers import Worker, default_consumer
 
 log = logging.getLogger(__name__)
+# The metrics server outlives an app rebuilt after a Redis outage (see ``run``).
+_metrics_started: list[bool] = []
 
 
 def create_app(settings: RendererSettings) -> FastStream:
@@ -53,8 +58,9 @@ def create_app(settings: RendererSettings) -> FastStream:
     async def startup() -> None:
         settings.storage_dir.mkdir(parents=True, exist_ok=True)
         await ensure_groups(redis)
-        if settings.metrics_port:
+        if settings.metrics_port and not _metrics_started:
             start_http_server(settings.metrics_port, addr="127.0.0.1")
+            _metrics_started.append(True)
         tasks.append(asyncio.create_task(worker.claim_loop(stop)))
         tasks.append(asyncio.create_task(worker.heartbeat_loop(stop)))
         log.info("renderer started", extra={"consumer": consumer})
@@ -76,9 +82,29 @@ def create_app(settings: RendererSettings) -> FastStream:
     return app
 
 
+def _redis_outage(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_redis_outage(e) for e in exc.exceptions)
+    return isinstance(exc, (RedisConnectionError, RedisTimeoutError, ConnectionRefusedError))
+
+
 def run() -> None:
+    """Run until SIGTERM/SIGINT. FastStream 0.7 restarts a subscriber whose read
+    failed by re-running its start (XGROUP CREATE); if Redis is still down at that
+    moment the error escapes ``app.run()`` and would end the process. A Redis
+    outage is routine (restart, failover), so the app is built again and resumes:
+    its pending entries are still ours (same consumer name) and are finished by
+    the claimer, nothing is lost."""
     settings = RendererSettings()
     setup_logging("renderer", settings.log_level)
     import uvloop
 
-    uvloop.run(create_app(settings).run())
+    while True:
+        try:
+            uvloop.run(create_app(settings).run())
+            return
+        except Exception as exc:
+            if not _redis_outage(exc):
+                raise
+            log.warning("redis unavailable; restarting the renderer app", extra={"error": str(exc)[:200]})
+            time.sleep(1.0)
