@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ticketry_devstack.procs import start_stack
+
 from bench import baselines, scenarios
 
 RESULTS = Path(__file__).parent / "results"
@@ -62,7 +64,7 @@ def main() -> int:
                         "wkhtmltopdf_unavailable": wk_reason}  # fmt: skip
 
     root = Path(tempfile.mkdtemp(prefix="ticketry-bench-"))
-    stack = scenarios.start_stack(root, renderers=workers)
+    stack = start_stack(root, renderers=workers)
     big: list[dict[str, Any]] = []
     post: list[dict[str, Any]] = []
     try:

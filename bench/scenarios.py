@@ -32,20 +32,6 @@ def hdr(tok: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {tok}"}
 
 
-def start_stack(root: Path, renderers: int = 2) -> Stack:
-    stack = Stack(root, env={"TICKETRY_DEV_MODE": "1", "TICKETRY_LOG_LEVEL": "WARNING"})
-    try:
-        stack.start_infra()
-        stack.start_api()
-        stack.start_notifier()
-        for _ in range(renderers):
-            stack.start_renderer()
-    except BaseException:
-        stack.stop()
-        raise
-    return stack
-
-
 def rss_mb(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():

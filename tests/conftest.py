@@ -16,24 +16,20 @@ import httpx
 import pytest
 from ticketry.auth import Role, issue_token
 from ticketry.settings import DEV_JWT_SECRET
-from ticketry_devstack.procs import Stack
+from ticketry_devstack.procs import Stack, start_stack
 
 TokenFactory = Callable[[str, Role], str]
 
 
 def make_stack(root: Path, renderers: int = 2, extra_env: dict[str, str] | None = None) -> Stack:
     """Infra + api + notifier + ``renderers`` renderer processes under ``root``."""
-    stack = Stack(root, env={"TICKETRY_DEV_MODE": "1", "TICKETRY_LOG_LEVEL": "WARNING", **(extra_env or {})})
-    try:
-        stack.start_infra(os.environ.get("TICKETRY_TEST_REDIS_URL"), os.environ.get("TICKETRY_TEST_MONGO_URL"))
-        stack.start_api()
-        stack.start_notifier()
-        for _ in range(renderers):
-            stack.start_renderer()
-    except BaseException:
-        stack.stop()
-        raise
-    return stack
+    return start_stack(
+        root,
+        renderers,
+        extra_env,
+        redis_url=os.environ.get("TICKETRY_TEST_REDIS_URL"),
+        mongo_url=os.environ.get("TICKETRY_TEST_MONGO_URL"),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -65,7 +65,7 @@ def up(args: argparse.Namespace) -> int:
     return 0
 
 
-def down(_: argparse.Namespace) -> int:
+def down(_args: argparse.Namespace) -> int:
     if not PIDFILE.exists():
         print("no stack running")
         return 0

@@ -219,6 +219,29 @@ class Stack:
                 self.procs[name].stop()
 
 
+def start_stack(
+    root: Path,
+    renderers: int = 2,
+    extra_env: Mapping[str, str] | None = None,
+    *,
+    redis_url: str | None = None,
+    mongo_url: str | None = None,
+) -> Stack:
+    """Infra (unless URLs are given) + api + notifier + ``renderers`` renderer
+    processes under ``root``, in dev mode. The tests and the benchmarks use it."""
+    stack = Stack(root, env={"TICKETRY_DEV_MODE": "1", "TICKETRY_LOG_LEVEL": "WARNING", **(extra_env or {})})
+    try:
+        stack.start_infra(redis_url, mongo_url)
+        stack.start_api()
+        stack.start_notifier()
+        for _ in range(renderers):
+            stack.start_renderer()
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
 @contextlib.contextmanager
 def running(stack: Stack) -> Iterator[Stack]:
     try:
