@@ -4,6 +4,8 @@
     Every dead letter: id, source lane, order, ticket, reason, attempt history.
 ``ticketryctl dlq redrive (--all | ID...)``
     Put dead letters back on their lane, exactly-once in effect.
+``ticketryctl keys rotate``
+    New check-in code signing key, made active; issued codes keep verifying.
 
 Re-drive. A ticket that was dead-lettered after its last render attempt already
 has its final event (``ticket.failed``): it is in the order's ``done`` set and
@@ -170,9 +172,24 @@ def parser() -> argparse.ArgumentParser:
     g = rd.add_mutually_exclusive_group(required=True)
     g.add_argument("--all", action="store_true", help="every dead letter")
     g.add_argument("ids", nargs="*", default=[], metavar="ID", help="dead-letter ids")
+    keys = sub.add_parser("keys", help="check-in code signing keys").add_subparsers(dest="cmd", required=True)
+    keys.add_parser("rotate", help="create a new signing key and make it active (old codes keep verifying)")
     return p
+
+
+def rotate_keys() -> int:
+    """``ticketryctl keys rotate``: the CLI twin of ``POST /v1/checkins/keys/rotate``."""
+    from ticketry.codes import rotate_key
+
+    from ticketry_api.config import ApiSettings
+
+    kid = rotate_key(ApiSettings().keys_dir)
+    sys.stdout.write(f"active signing key: {kid}\n")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    if args.area == "keys":
+        raise SystemExit(rotate_keys())
     raise SystemExit(asyncio.run(_main(args)))
