@@ -183,9 +183,11 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
     # Materialise each query before writing: on FerretDB's SQLite backend a write
     # issued while a cursor of ours is still open waits for that cursor's
     # transaction, which never ends — every later write then hangs.
-    stale = await Reservation.find(
-        {"at": {"$lt": cutoff}, "delta": {"$gt": 0}, "swept": {"$ne": True}}
-    ).limit(SWEEP_BATCH).to_list()
+    stale = (
+        await Reservation.find({"at": {"$lt": cutoff}, "delta": {"$gt": 0}, "swept": {"$ne": True}})
+        .limit(SWEEP_BATCH)
+        .to_list()
+    )
     for res in stale:
         order_id = res.tag.removeprefix("reserve:")
         if await Order.get(order_id) is None:

@@ -70,8 +70,7 @@ class ScalerSettings(CommonSettings):
     def _bounds(self) -> ScalerSettings:
         if self.renderers_min > self.renderers_max:
             raise ConfigurationError(
-                f"TICKETRY_RENDERERS_MIN ({self.renderers_min}) exceeds "
-                f"TICKETRY_RENDERERS_MAX ({self.renderers_max})"
+                f"TICKETRY_RENDERERS_MIN ({self.renderers_min}) exceeds TICKETRY_RENDERERS_MAX ({self.renderers_max})"
             )
         if not self.renderer_argv:
             raise ConfigurationError("TICKETRY_RENDERER_COMMAND is empty")

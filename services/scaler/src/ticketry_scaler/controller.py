@@ -107,9 +107,7 @@ class Controller:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), period)
 
-    async def _record(
-        self, decision: Decision, rec: Recommendation, status: BackendStatus, live: int
-    ) -> bool:
+    async def _record(self, decision: Decision, rec: Recommendation, status: BackendStatus, live: int) -> bool:
         fields = {
             "reason": decision.reason,
             "lag": rec.lag,
@@ -126,9 +124,7 @@ class Controller:
             "ts": round(self._wall(), 3),
         }
         try:
-            entry = await self._leader.record(
-                streams.SCALER_DECISIONS, fields, maxlen=streams.SCALER_DECISIONS_MAXLEN
-            )
+            entry = await self._leader.record(streams.SCALER_DECISIONS, fields, maxlen=streams.SCALER_DECISIONS_MAXLEN)
         except RedisError as exc:
             log.warning("could not record decision; not applying", extra={"error": repr(exc)})
             return False

@@ -126,9 +126,7 @@ class Leader:
             if int(renewed) == 1:
                 return True
             self.token = None
-        token = await self._acquire(
-            keys=[self._key, self._fence_key], args=[self.instance, self._ttl_ms]
-        )
+        token = await self._acquire(keys=[self._key, self._fence_key], args=[self.instance, self._ttl_ms])
         self.token = None if token is None else int(token)
         return self.token is not None
 

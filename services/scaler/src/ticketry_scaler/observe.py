@@ -101,9 +101,7 @@ def _heartbeat(key: str, fields: dict[Any, Any]) -> Heartbeat | None:
 
 async def heartbeats(redis: Redis) -> list[Heartbeat]:
     """Live renderers (their heartbeat keys expire ``HEARTBEAT_TTL_S`` after death)."""
-    keys = [
-        _text(k) async for k in redis.scan_iter(match=streams.renderer_heartbeat("*"), count=500)
-    ]
+    keys = [_text(k) async for k in redis.scan_iter(match=streams.renderer_heartbeat("*"), count=500)]
     if not keys:
         return []
     async with redis.pipeline(transaction=False) as pipe:

@@ -96,9 +96,7 @@ def lane_lag(lane: LaneBacklog) -> int:
     return max(0, lane.length - lane.pending)
 
 
-def per_renderer_rate(
-    rates: tuple[float, ...] | list[float], default_rate: float
-) -> tuple[float, bool]:
+def per_renderer_rate(rates: tuple[float, ...] | list[float], default_rate: float) -> tuple[float, bool]:
     """Mean rate of the renderers that are producing; ``(default_rate, False)`` if none."""
     producing = [r for r in rates if math.isfinite(r) and r >= PRODUCING_RATE]
     if not producing:
@@ -106,9 +104,7 @@ def per_renderer_rate(
     return sum(producing) / len(producing), True
 
 
-def desired_replicas(
-    lag: int, pending: int, rate: float, *, target_drain_s: float, minimum: int, maximum: int
-) -> int:
+def desired_replicas(lag: int, pending: int, rate: float, *, target_drain_s: float, minimum: int, maximum: int) -> int:
     """Renderers needed to drain ``lag + pending`` within ``target_drain_s`` at ``rate`` each."""
     needed = _needed(max(0, lag) + max(0, pending), rate, target_drain_s)
     return min(max(needed, minimum), maximum)

@@ -42,12 +42,9 @@ class KubernetesBackend:
         verify: ssl.SSLContext | bool = True
         if ca_file is not None and ca_file.is_file():
             verify = ssl.create_default_context(cafile=str(ca_file))
-        self._client = httpx.AsyncClient(
-            base_url=api_url.rstrip("/"), verify=verify, timeout=timeout_s
-        )
+        self._client = httpx.AsyncClient(base_url=api_url.rstrip("/"), verify=verify, timeout=timeout_s)
         self._path = (
-            f"/apis/apps/v1/namespaces/{quote(namespace, safe='')}"
-            f"/deployments/{quote(deployment, safe='')}/scale"
+            f"/apis/apps/v1/namespaces/{quote(namespace, safe='')}/deployments/{quote(deployment, safe='')}/scale"
         )
         self._token_file = token_file
 
@@ -68,9 +65,7 @@ class KubernetesBackend:
             headers["Authorization"] = f"Bearer {self._token_file.read_text().strip()}"
         return headers
 
-    async def _call(
-        self, method: str, *, json: Any = None, content_type: str | None = None
-    ) -> dict[str, Any]:
+    async def _call(self, method: str, *, json: Any = None, content_type: str | None = None) -> dict[str, Any]:
         headers = self._headers()
         if content_type is not None:
             headers["Content-Type"] = content_type
@@ -89,9 +84,7 @@ class KubernetesBackend:
     def _status(scale: dict[str, Any]) -> BackendStatus:
         spec = scale.get("spec") or {}
         status = scale.get("status") or {}
-        return BackendStatus(
-            target=int(spec.get("replicas") or 0), running=int(status.get("replicas") or 0)
-        )
+        return BackendStatus(target=int(spec.get("replicas") or 0), running=int(status.get("replicas") or 0))
 
     async def start(self) -> None:
         return None
@@ -102,9 +95,7 @@ class KubernetesBackend:
     async def scale(self, replicas: int) -> None:
         if replicas < 0:
             raise ValueError("replicas must be >= 0")
-        scale = await self._call(
-            "PATCH", json={"spec": {"replicas": replicas}}, content_type=MERGE_PATCH
-        )
+        scale = await self._call("PATCH", json={"spec": {"replicas": replicas}}, content_type=MERGE_PATCH)
         log.info("deployment scaled", extra={"path": self._path, "replicas": replicas})
         applied = self._status(scale).target
         if applied != replicas:
