@@ -80,6 +80,9 @@ def main() -> int:
                     continue
                 big.append(b)
                 print({k: v for k, v in b.items() if k not in ("rss_mb", "final")}, flush=True)
+            # POST load last: overloading FerretDB 1.24 (SQLite) can stall it, which
+            # must not cost the other figures.
+            for i in range(runs):
                 print(f"run {i + 1}/{runs}: POST /v1/orders at {args.post_rate:.0f}/s …", flush=True)
                 try:
                     post.append(await scenarios.post_latency(stack, args.post_rate, args.post_seconds))

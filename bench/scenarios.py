@@ -173,7 +173,7 @@ def _post_load(api_url: str, event_id: str, rate: float, seconds: float, buyers:
 
 
 async def post_latency(stack: Stack, rate: float, seconds: float) -> dict[str, Any]:
-    async with httpx.AsyncClient(base_url=stack.api_url, timeout=600) as api:
+    async with httpx.AsyncClient(base_url=stack.api_url, timeout=30) as api:
         event_id = await create_event(api, int(rate * seconds) + 100)
     ctx = mp.get_context("spawn")
     q: mp.Queue[list[float]] = ctx.Queue()

@@ -27,7 +27,9 @@ def connect_redis(url: str, *, timeout_s: float = 10.0) -> Redis:
     )
 
 
-async def connect_mongo(url: str, *, create_indexes: bool = False) -> AsyncMongoClient[dict[str, object]]:
+async def connect_mongo(
+    url: str, *, create_indexes: bool = False, pool_size: int = 16
+) -> AsyncMongoClient[dict[str, object]]:
     """Connect and initialise beanie on the database named in ``url``.
 
     Only the api (the schema's owner) creates indexes, one ``createIndexes`` per

@@ -26,6 +26,7 @@ class CommonSettings(JwtSettings):
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     mongo_url: str = "mongodb://127.0.0.1:27017/ticketry"
+    mongo_pool: int = Field(default=16, ge=1)
     dev_mode: bool = False
     storage_dir: Path = Path(".data/tickets")
     keys_dir: Path = Path(".data/keys")

@@ -18,6 +18,8 @@ from ticketry.documents import Event, Reservation
 from ticketry_api.errors import Problem
 
 _locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+# event id → (seq, sold) of the entry this process appended last
+_heads: dict[str, tuple[int, int]] = {}
 _MAX_TRIES = 200
 
 
@@ -36,11 +38,20 @@ async def sold(event_id: str) -> int:
 async def _append(event: Event, delta: int, tag: str, *, check_capacity: bool) -> bool:
     col = Reservation.get_pymongo_collection()
     async with _locks[event.id]:
+        # The head this process wrote last is a hint, not a read: if another
+        # process appended meanwhile, seq+1 is taken and the insert fails, and
+        # only then is the head read. (FerretDB v1 sorts in memory, so reading
+        # the head costs more the longer the ledger.)
+        cached = _heads.get(event.id)
         for _ in range(_MAX_TRIES):
-            seq, current = await head(event.id)
+            fresh = cached is None
+            seq, current = await head(event.id) if cached is None else cached
+            cached = None
             after = current + delta
             if check_capacity and after > event.capacity:
-                return False
+                if fresh:
+                    return False
+                continue  # the hint may predate a release elsewhere: read the head
             try:
                 await col.insert_one(
                     Reservation(
@@ -48,8 +59,10 @@ async def _append(event: Event, delta: int, tag: str, *, check_capacity: bool) -
                         delta=delta, sold_after=after, tag=tag,
                     ).model_dump(by_alias=True)
                 )  # fmt: skip
+                _heads[event.id] = (seq + 1, after)
                 return True
             except DuplicateKeyError:
+                _heads.pop(event.id, None)
                 # Either another writer took seq+1 (retry), or this tag is already
                 # in the ledger (done before: idempotent success).
                 if await col.find_one({"tag": tag}, {"_id": 1}) is not None:

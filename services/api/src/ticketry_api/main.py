@@ -44,7 +44,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redis = connect_redis(settings.redis_url)
-        mongo = await connect_mongo(settings.mongo_url, create_indexes=True)
+        mongo = await connect_mongo(settings.mongo_url, create_indexes=True, pool_size=settings.mongo_pool)
         await ensure_groups(redis)
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
         app.state.ticketry = AppState(settings, redis, keyring, Emitter(redis))

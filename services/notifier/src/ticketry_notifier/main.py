@@ -23,7 +23,7 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         redis = connect_redis(settings.redis_url, timeout_s=30)
-        mongo = await connect_mongo(settings.mongo_url)
+        mongo = await connect_mongo(settings.mongo_url, pool_size=settings.mongo_pool)
         hub = Hub(redis, settings.socket_queue)
         app.state.settings, app.state.hub = settings, hub
         stop = asyncio.Event()
