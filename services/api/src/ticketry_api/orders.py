@@ -110,22 +110,22 @@ async def place_order(
             raise Problem(409, "conflict", "retry the request") from None
         return await _replay(winner, digest)
 
-    tickets = [
-        Ticket(
-            id=tid,
-            order_id=order_id,
-            event_id=event.id,
-            owner_id=principal.sub,
-            holder_name=body.holder_name,
-            tier=body.tier,
-            key_id=keyring.active_kid,
-        ).model_dump(by_alias=True)
-        for tid in ticket_ids
-    ]
-    for chunk in _chunks(tickets, 2000):
-        await Ticket.get_pymongo_collection().insert_many(chunk, ordered=False)
+    await insert_tickets(order, ticket_ids, keyring.active_kid)
     await enqueue(redis, keyring, order, event, ticket_ids)
     return order
+
+
+async def insert_tickets(order: Order, ticket_ids: Sequence[str], key_id: str) -> None:
+    """Insert the order's ticket documents (status ``queued``), 2,000 per insert."""
+    docs = [
+        Ticket(
+            id=tid, order_id=order.id, event_id=order.event_id, owner_id=order.owner_id,
+            holder_name=order.holder_name, tier=order.tier, key_id=key_id,
+        ).model_dump(by_alias=True)
+        for tid in ticket_ids
+    ]  # fmt: skip
+    for chunk in _chunks(docs, 2000):
+        await Ticket.get_pymongo_collection().insert_many(chunk, ordered=False)
 
 
 async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event, ticket_ids: Sequence[str]) -> None:
@@ -203,16 +203,7 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
             continue
         rows = await Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1}).to_list()
         existing = {t["_id"] for t in rows}
-        missing = [
-            Ticket(
-                id=tid, order_id=order.id, event_id=event.id, owner_id=order.owner_id,
-                holder_name=order.holder_name, tier=order.tier, key_id=keyring.active_kid,
-            ).model_dump(by_alias=True)
-            for tid in order.ticket_ids
-            if tid not in existing
-        ]  # fmt: skip
-        if missing:
-            await Ticket.get_pymongo_collection().insert_many(missing, ordered=False)
+        await insert_tickets(order, [tid for tid in order.ticket_ids if tid not in existing], keyring.active_kid)
         await enqueue(redis, keyring, order, event, order.ticket_ids)
         log.warning("outbox: re-enqueued order", extra={"order_id": order.id})
         count += 1
