@@ -68,6 +68,11 @@ async def ensure_groups(redis: Redis) -> None:
     await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
 
 
+def as_text(value: Any) -> str:
+    """A Redis reply value (bytes without ``decode_responses``) as ``str``."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 # A stream entry as redis-py returns it (no decode_responses): id and field map.
 Entry = tuple[bytes, dict[bytes, bytes]]
 

@@ -16,6 +16,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, TimeoutError
 from ticketry import streams
+from ticketry.db import as_text
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class Hub:
                 if self.last_id == "$":
                     info = await self.redis.xinfo_stream(streams.TICKET_EVENTS)
                     last = info.get("last-generated-id", b"0-0")
-                    self.last_id = last.decode() if isinstance(last, bytes) else str(last)
+                    self.last_id = as_text(last)
                 resp: Any = await self.redis.xread({streams.TICKET_EVENTS: self.last_id}, count=1000, block=1000)
             except (ConnectionError, TimeoutError) as exc:
                 log.warning("hub: redis unavailable", extra={"error": str(exc)})
@@ -82,7 +83,7 @@ class Hub:
                 continue
             for _, entries in resp or []:
                 for raw_id, fields in entries:
-                    eid = raw_id.decode() if isinstance(raw_id, bytes) else raw_id
+                    eid = as_text(raw_id)
                     self.last_id = eid
                     order = fields.get(b"order_id", b"").decode()
                     if order not in self.subs:

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from ticketry import streams
 from ticketry.auth import AuthError, TokenVerifier
-from ticketry.db import entries_of
+from ticketry.db import as_text, entries_of
 from ticketry.documents import Order
 from ticketry.events import DecodeError, decode_ticket_event
 from ticketry.ids import is_valid_id
@@ -132,7 +132,7 @@ async def _owner(hub: Hub, order_id: str) -> str | None:
         return None
     owner = await hub.redis.hget(streams.order_progress(order_id), "owner")
     if owner:
-        return owner.decode() if isinstance(owner, bytes) else str(owner)
+        return as_text(owner)
     order = await Order.get(order_id)
     return order.owner_id if order else None
 

@@ -35,10 +35,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
-from ticketry.db import Entry, entries_of
+from ticketry.db import Entry, as_text, entries_of
 from ticketry.emit import Emitter
 from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
 from ticketry.storage import pdf_path, sync_storage, write_atomic
+from ticketry.tasks import pause
 
 from ticketry_renderer import metrics
 from ticketry_renderer.config import RendererSettings
@@ -105,7 +106,7 @@ class Worker:
         # MULTI/EXEC: a dead letter, its ticket.failed and the ack land together or not at all.
         async with self.redis.pipeline(transaction=True) as pipe:
             for raw_id, fields in entries:
-                entry_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+                entry_id = as_text(raw_id)
                 try:
                     decoded.append((entry_id, decode_render_request(fields)))
                 except DecodeError as exc:
@@ -235,7 +236,7 @@ class Worker:
         ack: bool,
     ) -> None:
         """Park the request with its reason and attempt history."""
-        payload: dict[Any, Any] = {(k.decode() if isinstance(k, bytes) else k): v for k, v in fields.items()}
+        payload: dict[Any, Any] = {as_text(k): v for k, v in fields.items()}
         pipe.xadd(
             streams.DEAD_LETTERS,
             {
@@ -279,13 +280,13 @@ class Worker:
     async def _process_claimed(self, lane: str, claimed: list[Entry], asked: list[str] | None) -> int:
         live = [(eid, f) for eid, f in claimed if f]
         if asked is not None:
-            got = {(e.decode() if isinstance(e, bytes) else e) for e, _ in claimed}
+            got = {as_text(e) for e, _ in claimed}
             for eid in asked:
                 if eid not in got:  # acked meanwhile, or trimmed
                     self.retry_due.pop((lane, eid), None)
         if not live:
             return 0
-        counts = await self.delivery_counts(lane, [e.decode() if isinstance(e, bytes) else e for e, _ in live])
+        counts = await self.delivery_counts(lane, [as_text(e) for e, _ in live])
         await self.process(lane, live, counts)
         return len(live)
 
@@ -297,7 +298,7 @@ class Worker:
         wanted = set(ids)
         out = {}
         for r in rows:
-            mid = r["message_id"].decode() if isinstance(r["message_id"], bytes) else r["message_id"]
+            mid = as_text(r["message_id"])
             if mid in wanted:
                 out[mid] = int(r["times_delivered"])
         return out
@@ -309,10 +310,10 @@ class Worker:
             while True:
                 mine: Any = await self.redis.xreadgroup(streams.RENDERERS_GROUP, self.consumer, {lane: "0"}, count=50)
                 entries = [(e, f) for e, f in entries_of(mine) if f]
-                fresh = [e for e in entries if (lane, _sid(e[0])) not in self.retry_due]
+                fresh = [e for e in entries if (lane, as_text(e[0])) not in self.retry_due]
                 if not fresh:
                     break
-                counts = await self.delivery_counts(lane, [_sid(e) for e, _ in fresh])
+                counts = await self.delivery_counts(lane, [as_text(e) for e, _ in fresh])
                 await self.process(lane, fresh, counts)
                 total += len(fresh)
         return total
@@ -340,8 +341,7 @@ class Worker:
                 log.warning("claimer: redis error", extra={"error": str(exc)})
             except Exception:
                 log.exception("claimer: unexpected error")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.settings.claim_interval_s)
+            await pause(stop, self.settings.claim_interval_s)
 
     async def heartbeat_loop(self, stop: asyncio.Event) -> None:
         key = streams.renderer_heartbeat(self.consumer)
@@ -364,13 +364,8 @@ class Worker:
                     await pipe.execute()
             except (RedisConnectionError, RedisTimeoutError):
                 pass
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 1.0)
+            await pause(stop, 1.0)
         await self.redis.delete(key)
-
-
-def _sid(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw
 
 
 def default_consumer() -> str:

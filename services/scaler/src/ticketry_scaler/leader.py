@@ -39,6 +39,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from ticketry import streams
+from ticketry.db import as_text
 
 # KEYS: leader, fence. ARGV: instance, ttl_ms. Returns the token held (or nil).
 _ACQUIRE = """
@@ -147,4 +148,4 @@ class Leader:
         if entry_id is None:
             self.token = None  # superseded
             return None
-        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        return as_text(entry_id)

@@ -10,6 +10,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from ticketry import streams
+from ticketry.db import as_text
 
 from ticketry_scaler.policy import LaneBacklog
 
@@ -28,13 +29,9 @@ class Heartbeat:
     started: float
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _num(value: Any, default: float = 0.0) -> float:
     try:
-        return float(_text(value))
+        return float(as_text(value))
     except (TypeError, ValueError):
         return default
 
@@ -50,7 +47,7 @@ async def lane_backlog(redis: Redis, stream: str, group: str, *, scan_cap: int) 
         if "no such key" in str(exc).lower():
             return LaneBacklog(stream=stream, lag=0, pending=0)
         raise
-    info = next((g for g in groups if _text(g.get("name")) == group), None)
+    info = next((g for g in groups if as_text(g.get("name")) == group), None)
     length = int(await redis.xlen(stream))
     if info is None:
         log.warning("group missing on lane", extra={"stream": stream, "group": group})
@@ -61,7 +58,7 @@ async def lane_backlog(redis: Redis, stream: str, group: str, *, scan_cap: int) 
     if lag is None:
         # Redis could not compute the lag (see policy.py); count what is past the
         # group's position ourselves, capped: the max bounds the answer anyway.
-        last = _text(info.get("last-delivered-id") or "0-0")
+        last = as_text(info.get("last-delivered-id") or "0-0")
         after = await redis.xrange(stream, min=f"({last}", max="+", count=scan_cap)
         undelivered = len(after or [])
     return LaneBacklog(
@@ -85,14 +82,14 @@ async def backlogs(
 
 
 def _heartbeat(key: str, fields: dict[Any, Any]) -> Heartbeat | None:
-    data = {_text(k): v for k, v in fields.items()}
+    data = {as_text(k): v for k, v in fields.items()}
     if not data:  # expired between SCAN and HGETALL
         return None
-    consumer = _text(data.get("consumer", key.removeprefix(streams.RENDERER_PREFIX)))
+    consumer = as_text(data.get("consumer", key.removeprefix(streams.RENDERER_PREFIX)))
     return Heartbeat(
         consumer=consumer,
         pid=int(_num(data.get("pid"))),
-        host=_text(data.get("host", "")),
+        host=as_text(data.get("host", "")),
         rate=_num(data.get("rate")),
         rendered=int(_num(data.get("rendered"))),
         started=_num(data.get("started")),
@@ -101,7 +98,7 @@ def _heartbeat(key: str, fields: dict[Any, Any]) -> Heartbeat | None:
 
 async def heartbeats(redis: Redis) -> list[Heartbeat]:
     """Live renderers (their heartbeat keys expire ``HEARTBEAT_TTL_S`` after death)."""
-    keys = [_text(k) async for k in redis.scan_iter(match=streams.renderer_heartbeat("*"), count=500)]
+    keys = [as_text(k) async for k in redis.scan_iter(match=streams.renderer_heartbeat("*"), count=500)]
     if not keys:
         return []
     async with redis.pipeline(transaction=False) as pipe:
