@@ -29,7 +29,11 @@ if fresh == 1 then
   local rendered = tonumber(p[2]) or 0
   local failed = tonumber(p[3]) or 0
   local f = {}
-  for i = 6, #ARGV do f[#f + 1] = ARGV[i] end
+  local occurred_at = ''
+  for i = 6, #ARGV do
+    f[#f + 1] = ARGV[i]
+    if ARGV[i] == 'occurred_at' and i % 2 == 0 then occurred_at = ARGV[i + 1] end
+  end
   for _, v in ipairs({'total', total, 'rendered', rendered, 'failed', failed}) do
     f[#f + 1] = v
   end
@@ -37,7 +41,7 @@ if fresh == 1 then
   if total > 0 and rendered + failed == total and not redis.call('HGET', KEYS[3], 'completed') then
     local done = redis.call('XADD', KEYS[1], '*',
       'type', 'order.completed', 'v', '1', 'event_uuid', 'completed:' .. (p[4] or ''),
-      'order_id', p[4] or '', 'ticket_id', '', 'occurred_at', ARGV[6 + 11],
+      'order_id', p[4] or '', 'ticket_id', '', 'occurred_at', occurred_at,
       'total', total, 'rendered', rendered, 'failed', failed)
     redis.call('HSET', KEYS[3], 'completed', done)
   end
@@ -70,8 +74,8 @@ class Emitter:
     ) -> None:
         """Queue one final event (and the ack of ``entry_id``) on ``pipe``.
 
-        ``fields`` come from :func:`ticketry.events.event_fields`; its 6th pair is
-        ``occurred_at``, reused for ``order.completed``.
+        ``fields`` come from :func:`ticketry.events.event_fields`; their
+        ``occurred_at`` is reused for ``order.completed``.
         """
         keys = [
             streams.TICKET_EVENTS,
