@@ -7,13 +7,14 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import uvicorn
 from fastapi import FastAPI
 from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo, connect_redis, ensure_groups
 from ticketry.emit import Emitter
+from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 
 from ticketry_api import errors
@@ -27,15 +28,13 @@ from ticketry_api.routes import checkins, events, health, orders, tickets
 log = logging.getLogger(__name__)
 
 
-async def _every(interval_s: float, stop: asyncio.Event, name: str, fn: object) -> None:
-    assert callable(fn)
+async def _every(interval_s: float, stop: asyncio.Event, name: str, fn: Callable[[], Awaitable[object]]) -> None:
     while not stop.is_set():
         try:
             await fn()
         except Exception:
             log.exception("%s failed; will retry", name)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_s)
+        await pause(stop, interval_s)
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:

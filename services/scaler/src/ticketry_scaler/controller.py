@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from ticketry import streams
+from ticketry.tasks import pause
 
 from ticketry_scaler import metrics, observe
 from ticketry_scaler.backends import Backend, BackendError, BackendStatus
@@ -104,8 +104,7 @@ class Controller:
                 await self.tick()
             except Exception:
                 log.exception("scaler tick failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), period)
+            await pause(stop, period)
 
     async def _record(self, decision: Decision, rec: Recommendation, status: BackendStatus, live: int) -> bool:
         fields = {

@@ -12,6 +12,7 @@ from prometheus_client import start_http_server
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from ticketry.db import connect_redis, ensure_groups
+from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 
 from ticketry_scaler.backends import make_backend
@@ -43,8 +44,7 @@ async def _ensure_groups(redis: Redis, stop: asyncio.Event) -> bool:
             return True
         except RedisError as exc:
             log.warning("redis not ready; retrying", extra={"error": repr(exc)})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 1.0)
+            await pause(stop, 1.0)
     return False
 
 
