@@ -1,15 +1,22 @@
 """Guarantees 1 and 2 at the api's edge, on the shared stack: duplicate POSTs,
-the outbox sweep after a crash before XADD, and stream trimming."""
+the outbox sweep after a crash before XADD or before the order was recorded,
+and stream trimming."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
+from ticketry.codes import load_keyring
+from ticketry.db import connect_mongo
+from ticketry.documents import Event, Order
 from ticketry.ids import new_id
+from ticketry_api import capacity, orders
+from ticketry_api.errors import Problem
 from ticketry_api.trim import Trimmer
 from ticketry_devstack.procs import Stack
 
@@ -85,6 +92,58 @@ async def test_order_recorded_but_never_enqueued_is_swept(
         r = await api.get(f"/v1/tickets/{tickets[0]}/pdf", headers=bearer(buyer))
         assert r.status_code == 200 and r.content[:5] == b"%PDF-"
     finally:
+        await mongo.close()
+
+
+async def test_reservation_without_order_is_released_and_the_late_order_refused(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    # Given two reservations older than the outbox grace on a 5-ticket event: A's
+    # order was recorded (the sweep must keep it), B's never was (its api crashed
+    # or is stuck) — this test plays the api's part for both, in-process
+    org, admin = token("orphan-org", "organizer"), token("orphan-admin", "admin")
+    event = await create_event(api, org, capacity=5)
+    mongo = await connect_mongo(stack.env["TICKETRY_MONGO_URL"], create_indexes=False)
+    redis = redis_of(stack)
+    keyring = load_keyring(Path(stack.env["TICKETRY_KEYS_DIR"]))
+    try:
+        ev = await Event.get(event["id"])
+        assert ev is not None
+
+        def order_of(order_id: str, quantity: int) -> Order:
+            return Order(
+                id=order_id, owner_id="orphan-buyer", event_id=ev.id, quantity=quantity, tier="standard",
+                holder_name="Late Larry", ticket_ids=[new_id("tk") for _ in range(quantity)],
+                idem=f"auto:{order_id}", request_hash="x",
+            )  # fmt: skip
+
+        kept, orphan = new_id("or"), new_id("or")
+        assert await capacity.reserve(ev, kept, 2)
+        await orders.record(redis, keyring, ev, order_of(kept, 2))
+        assert await capacity.reserve(ev, orphan, 3)
+        old = datetime.now(UTC) - timedelta(minutes=5)
+        await db_of(mongo).reservations.update_many({"event_id": ev.id}, {"$set": {"at": old}})
+
+        # When the api's outbox sweep has looked at both
+        async def swept() -> bool:
+            return await db_of(mongo).reservations.count_documents({"event_id": ev.id, "swept": True}) == 2
+
+        await wait_until(swept, 60)
+
+        # Then only B's 3 tickets are back on sale, and another buyer can take them
+        sold = (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"]
+        assert sold == 2
+        r = await place_order(api, token("orphan-buyer-2", "buyer"), ev.id, 3)
+        assert r.status_code == 202, r.text
+        # And B's request, recording its order only now, is refused: no 202, no tickets
+        with pytest.raises(Problem) as refused:
+            await orders.record(redis, keyring, ev, order_of(orphan, 3))
+        assert refused.value.status == 503
+        assert await db_of(mongo).tickets.count_documents({"order_id": orphan}) == 0
+        assert (await api.get(f"/v1/orders/{orphan}", headers=bearer(admin))).status_code == 404
+        assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 5
+    finally:
+        await redis.aclose()
         await mongo.close()
 
 

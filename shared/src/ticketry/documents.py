@@ -14,7 +14,9 @@ from beanie import Document
 from pydantic import Field
 
 TicketStatus = Literal["queued", "rendered", "failed", "checked_in", "revoked"]
-OrderStatus = Literal["processing", "completed", "partially_failed", "failed", "cancelled"]
+# ``abandoned``: a tombstone the outbox sweep writes for a reservation whose order
+# never got recorded (see ``ticketry_api.orders``); it has no owner and no tickets.
+OrderStatus = Literal["processing", "completed", "partially_failed", "failed", "cancelled", "abandoned"]
 
 
 def utcnow() -> datetime:

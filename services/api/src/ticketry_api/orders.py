@@ -15,7 +15,12 @@ Order of writes (no transactions on FerretDB, so each step is safe to crash afte
 A crash between 2 and 4 leaves ``enqueued=False``; the outbox sweep re-enqueues
 such orders (renderers are idempotent per ticket, so a second copy is harmless).
 A crash between 1 and 2 leaves a reservation without an order; the outbox
-sweep releases it after the grace period (never oversold, and not lost).
+sweep releases it after the grace period (never oversold, and not lost). The
+sweep and a merely *slow* request must not both win — releasing the tickets of
+an order that is recorded a moment later would oversell — so the sweep first
+inserts an ``abandoned`` tombstone under the order's id: the unique ``_id``
+lets exactly one of the two inserts succeed. A request that loses to the
+tombstone answers 503 (its tickets are back on sale), never 202.
 """
 
 from __future__ import annotations
@@ -99,19 +104,30 @@ async def place_order(
         idem=idem or f"auto:{order_id}",
         request_hash=digest,
     )
-    doc = order.model_dump(by_alias=True)
+    return await record(redis, keyring, event, order)
+
+
+async def record(redis: Redis, keyring: Keyring, event: Event, order: Order) -> Order:
+    """Steps 2 to 4 for an order whose capacity is reserved: insert it (the outbox
+    record) and its tickets, enqueue the renders. Answers the first order instead
+    when the Idempotency-Key lost a race, and 503 when the sweep abandoned it."""
     try:
-        await Order.get_pymongo_collection().insert_one(doc)
+        await Order.get_pymongo_collection().insert_one(order.model_dump(by_alias=True))
     except DuplicateKeyError:
+        if await _abandoned(order.id):
+            # This request took longer than the outbox grace: the sweep has
+            # given its tickets back already.
+            log.warning("order abandoned by the outbox sweep before it was recorded", extra={"order_id": order.id})
+            raise Problem(503, "busy", "the order took too long to record; retry", {"Retry-After": "1"}) from None
         # Lost a race with the same Idempotency-Key: give the reservation back.
-        await capacity.release(event, order_id, body.quantity)
-        winner = await Order.find_one({"idem": idem})
+        await capacity.release(event, order.id, order.quantity)
+        winner = await Order.find_one({"idem": order.idem})
         if winner is None:  # pragma: no cover - the unique index says it exists
             raise Problem(409, "conflict", "retry the request") from None
-        return await _replay(winner, digest)
+        return await _replay(winner, order.request_hash)
 
-    await insert_tickets(order, ticket_ids, keyring.active_kid)
-    await enqueue(redis, keyring, order, event, ticket_ids)
+    await insert_tickets(order, order.ticket_ids, keyring.active_kid)
+    await enqueue(redis, keyring, order, event, order.ticket_ids)
     return order
 
 
@@ -190,7 +206,7 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
     )
     for res in stale:
         order_id = res.tag.removeprefix("reserve:")
-        if await Order.get(order_id) is None:
+        if await _abandon(order_id, res):
             event = await Event.get(res.event_id)
             if event is not None:
                 await capacity.release(event, order_id, res.delta)
@@ -208,6 +224,26 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
         log.warning("outbox: re-enqueued order", extra={"order_id": order.id})
         count += 1
     return count
+
+
+async def _abandon(order_id: str, res: Reservation) -> bool:
+    """Claim ``order_id`` for the sweep with a tombstone; True if the sweep owns it
+    (now, or from an earlier sweep that crashed before releasing)."""
+    tombstone = Order(
+        id=order_id, owner_id="", event_id=res.event_id, quantity=res.delta, tier="standard",
+        holder_name="", status="abandoned", ticket_ids=[], enqueued=True,
+        idem=f"abandoned:{order_id}", request_hash="",
+    )  # fmt: skip
+    try:
+        await Order.get_pymongo_collection().insert_one(tombstone.model_dump(by_alias=True))
+    except DuplicateKeyError:
+        return await _abandoned(order_id)
+    return True
+
+
+async def _abandoned(order_id: str) -> bool:
+    raw = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"status": 1})
+    return raw is not None and raw.get("status") == "abandoned"
 
 
 def _chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:

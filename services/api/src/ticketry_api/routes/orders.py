@@ -53,7 +53,8 @@ async def create_order(
 async def owned_order(order_id: str, who: Principal) -> Order:
     """The order if ``who`` may see it; 404 otherwise (existence does not leak)."""
     order = await Order.get(order_id) if is_valid_id(order_id, "or") else None
-    if order is None or not who.owns(order.owner_id):
+    # An ``abandoned`` tombstone (orders.sweep_outbox) was never anybody's order.
+    if order is None or order.status == "abandoned" or not who.owns(order.owner_id):
         raise Problem(404, "order not found")
     return order
 
