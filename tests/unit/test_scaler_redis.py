@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,8 @@ import pytest
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.db import ensure_groups
+from ticketry.events import RenderRequest
+from ticketry.ids import new_id
 from ticketry_scaler import observe
 from ticketry_scaler.backends.dryrun import DryRunBackend
 from ticketry_scaler.controller import Controller
@@ -146,6 +150,71 @@ async def test_heartbeats_are_read_and_expire(redis: Redis) -> None:
     # A dead renderer stops refreshing: gone from the count within its TTL.
     await asyncio.sleep(1.2)
     assert [b.consumer for b in await observe.heartbeats(redis)] == ["h-r0"]
+
+
+# -- a real renderer's heartbeat rate ---------------------------------------------------
+
+
+def _render_requests(n: int) -> list[RenderRequest]:
+    order_id, event_id = new_id("or"), new_id("ev")
+    common: dict[str, Any] = {
+        "order_id": order_id, "event_id": event_id, "event_name": "Rate check", "venue": "Hall",
+        "starts_at": datetime(2027, 6, 1, 19, 30, tzinfo=UTC), "holder_name": "Ada Lovelace",
+        "tier": "standard", "price": Decimal("10.00"), "currency": "EUR", "total": n,
+    }  # fmt: skip
+    tids = [new_id("tk") for _ in range(n)]
+    return [RenderRequest(ticket_id=tid, code=f"TK1.k1.{tid}.sig", **common) for tid in tids]
+
+
+async def _beat(redis: Redis, name: str) -> observe.Heartbeat | None:
+    return next((b for b in await observe.heartbeats(redis) if b.consumer == name), None)
+
+
+async def test_renderer_heartbeat_rate_is_capacity_not_wall_clock(
+    redis_server: str, redis: Redis, tmp_path: Path
+) -> None:
+    await ensure_groups(redis)
+    env = {
+        **os.environ,
+        "TICKETRY_REDIS_URL": redis_server,
+        "TICKETRY_DEV_MODE": "1",
+        "TICKETRY_RENDERER_NAME": "rate-r0",
+        "TICKETRY_STORAGE_DIR": str(tmp_path / "tickets"),
+        "TICKETRY_LOG_LEVEL": "WARNING",
+    }
+    proc = await asyncio.create_subprocess_exec(str(Path(sys.executable).parent / "ticketry-renderer"), env=env)
+    try:
+        await _until(lambda: _has_beat(redis, "rate-r0"), timeout=60)
+        # Given a burst of requests, rendered as fast as the renderer can …
+        n = 600
+        async with redis.pipeline(transaction=False) as pipe:
+            for req in _render_requests(n):
+                pipe.xadd(streams.RENDER_STD, req.to_fields())  # type: ignore[arg-type]
+            await pipe.execute()
+        t0 = time.monotonic()
+        await _until(lambda: _backlog_is_empty(redis), timeout=120)
+        burst_s = time.monotonic() - t0
+        # … when it has then been idle for several heartbeats,
+        await asyncio.sleep(5)
+        beat = await _beat(redis, "rate-r0")
+        assert beat is not None and beat.rendered == n
+        # then it still reports its capacity: at least the burst's own rate (busy
+        # time ≤ the burst's wall time), here with a factor 2 of slack for the EWMA
+        # over a first, template-building heartbeat. The wall-clock EWMA it
+        # replaced had decayed to ≤ 0.7⁵ ≈ 17 % of that by now.
+        assert beat.rate >= 0.5 * n / burst_s, (beat, burst_s)
+        assert beat.busy == 0.0, "idle for the last second"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def _has_beat(redis: Redis, name: str) -> bool:
+    return await _beat(redis, name) is not None
+
+
+async def _backlog_is_empty(redis: Redis) -> bool:
+    return all(lane.lag == 0 and lane.pending == 0 for lane in await observe.backlogs(redis))
 
 
 # -- leader --------------------------------------------------------------------------

@@ -27,8 +27,10 @@ Keys
     Makes each ticket's final event exactly-once. TTL ``PROGRESS_TTL_S``.
 ``ticketry:idem:{user}:{key}`` (string: order id + body hash)
     Idempotency-Key → order. TTL ``IDEMPOTENCY_TTL_S``.
-``ticketry:renderer:{consumer}`` (hash: pid, host, rate, rendered, started)
+``ticketry:renderer:{consumer}`` (hash: pid, host, rate, busy, rendered, started)
     Renderer heartbeat; TTL ``HEARTBEAT_TTL_S`` so a dead renderer disappears.
+    ``rate`` is capacity (tickets per busy second), ``busy`` the share of the last
+    second spent rendering.
 ``ticketry:scaler:leader`` (string: holder + fencing token)
     Scaler leadership lock, TTL ``LEADER_TTL_S``.
 ``ticketry:scaler:fence`` (integer) — fencing token counter, no TTL.

@@ -43,6 +43,7 @@ from ticketry.tasks import pause
 
 from ticketry_renderer import metrics
 from ticketry_renderer.config import RendererSettings
+from ticketry_renderer.rate import RateMeter, utilisation
 from ticketry_renderer.render import Design, render_ticket
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,37 @@ class Worker:
     errors: dict[str, list[str]] = field(default_factory=dict)
     rendered: int = 0
     started: float = field(default_factory=time.time)
-    rate: float = 0.0
+    # Capacity (tickets per busy second) for the scaler; see rate.py.
+    meter: RateMeter = field(default_factory=RateMeter)
+    busy: float = 0.0  # share of the last heartbeat interval spent handling batches
     _emitter: Emitter | None = None
+    # Busy time: the union of the intervals in which any batch is being handled
+    # (the two lane subscribers and the claimer may interleave at their awaits).
+    _busy_s: float = 0.0
+    _active: int = 0
+    _busy_since: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.meter.rate
+
+    def busy_seconds(self) -> float:
+        """Cumulative seconds spent handling batches, including the one in hand."""
+        if self._active:
+            return self._busy_s + time.monotonic() - self._busy_since
+        return self._busy_s
+
+    @contextlib.contextmanager
+    def _handling(self) -> Iterator[None]:
+        if self._active == 0:
+            self._busy_since = time.monotonic()
+        self._active += 1
+        try:
+            yield
+        finally:
+            self._active -= 1
+            if self._active == 0:
+                self._busy_s += time.monotonic() - self._busy_since
 
     @property
     def emitter(self) -> Emitter:
@@ -100,6 +130,10 @@ class Worker:
 
     async def process(self, lane: str, entries: Sequence[Entry], deliveries: dict[str, int] | None = None) -> None:
         """Handle one batch from ``lane``; never raises for a bad entry."""
+        with self._handling():
+            await self._process(lane, entries, deliveries)
+
+    async def _process(self, lane: str, entries: Sequence[Entry], deliveries: dict[str, int] | None) -> None:
         t0 = time.perf_counter()
         storage = self.settings.storage_dir
         decoded: list[tuple[str, RenderRequest]] = []
@@ -345,19 +379,20 @@ class Worker:
 
     async def heartbeat_loop(self, stop: asyncio.Event) -> None:
         key = streams.renderer_heartbeat(self.consumer)
-        last_n, last_t = self.rendered, time.monotonic()
+        last_busy, last_t = self.busy_seconds(), time.monotonic()
         while not stop.is_set():
-            now = time.monotonic()
-            inst = (self.rendered - last_n) / max(now - last_t, 1e-3)
-            self.rate = inst if self.rate == 0 else 0.7 * self.rate + 0.3 * inst
-            last_n, last_t = self.rendered, now
+            now, busy = time.monotonic(), self.busy_seconds()
+            self.meter = self.meter.update(self.rendered, busy)
+            self.busy = utilisation(busy - last_busy, now - last_t)
+            last_busy, last_t = busy, now
             try:
                 async with self.redis.pipeline(transaction=True) as pipe:
                     pipe.hset(
                         key,
                         mapping={
                             "pid": os.getpid(), "host": socket.gethostname(), "consumer": self.consumer,
-                            "rate": f"{self.rate:.2f}", "rendered": self.rendered, "started": f"{self.started:.0f}",
+                            "rate": f"{self.rate:.2f}", "busy": f"{self.busy:.3f}", "rendered": self.rendered,
+                            "started": f"{self.started:.0f}",
                         },
                     )  # fmt: skip
                     pipe.expire(key, streams.HEARTBEAT_TTL_S)

@@ -24,9 +24,10 @@ class Heartbeat:
     consumer: str
     pid: int
     host: str
-    rate: float
+    rate: float  # capacity: tickets per busy second (0 until first measured)
     rendered: int
     started: float
+    busy: float = 0.0  # share of its last second spent rendering
 
 
 def _num(value: Any, default: float = 0.0) -> float:
@@ -93,6 +94,7 @@ def _heartbeat(key: str, fields: dict[Any, Any]) -> Heartbeat | None:
         rate=_num(data.get("rate")),
         rendered=int(_num(data.get("rendered"))),
         started=_num(data.get("started")),
+        busy=_num(data.get("busy")),
     )
 
 

@@ -18,9 +18,10 @@ Inputs per render lane come from ``XINFO GROUPS`` for group ``renderers``
 The replica count is the one that drains the work within the target time at the
 measured per-renderer rate: ``ceil(work / (rate * target_drain_s))``, at least one
 while there is work, clamped to ``[min, max]``. The rate is the mean of the
-heartbeat EWMA rates of renderers that are actually producing (idle or just-started
-ones report ~0 and would otherwise make every renderer look slow); until one does,
-``default_rate`` stands in.
+renderers' heartbeat rates, each an EWMA of tickets per *busy* second (capacity,
+kept while idle; see ``ticketry_renderer.rate``). Renderers that have not measured
+yet report 0 and are left out (they would make every renderer look slow); until
+one has, ``default_rate`` stands in.
 
 Stabilisation follows the Kubernetes HPA ``behavior`` algorithm: every tick's
 recommendation is kept; scaling up goes to the *lowest* recommendation of the
