@@ -321,7 +321,9 @@ async def test_standbys_do_not_act(redis: Redis) -> None:
 # -- the ticketry-scaler process -------------------------------------------------------
 
 # The renderer's contract: named by TICKETRY_RENDERER_NAME, a heartbeat hash refreshed
-# every second with a TTL, drains and exits 0 on SIGTERM. Consumes nothing.
+# every second with a TTL (rate = its capacity in tickets per busy second), drains
+# and exits 0 on SIGTERM. This one "renders" the standard lane at 100 entries/s
+# (10 ms each, then XACK), so the backlog is really drained by the processes.
 HEARTBEATING_RENDERER = """
 import os, signal, socket, sys, time
 import redis
@@ -337,9 +339,17 @@ started = time.time()
 while not stop:
     key = streams.renderer_heartbeat(name)
     r.hset(key, mapping={"pid": os.getpid(), "host": socket.gethostname(), "consumer": name,
-                         "rate": 0.0, "rendered": 0, "started": started})
+                         "rate": 100.0, "rendered": 0, "started": started})
     r.expire(key, streams.HEARTBEAT_TTL_S)
-    time.sleep(0.2)
+    try:
+        got = r.xreadgroup(streams.RENDERERS_GROUP, name, {streams.RENDER_STD: ">"}, count=10, block=100)
+    except redis.ResponseError:  # no group yet
+        time.sleep(0.1)
+        continue
+    for _, entries in got or []:
+        for entry_id, _ in entries:
+            time.sleep(0.01)
+            r.xack(streams.RENDER_STD, streams.RENDERERS_GROUP, entry_id)
 r.delete(streams.renderer_heartbeat(name))
 open(os.path.join(out, f"{name}.{os.getpid()}.term"), "w").close()
 """
@@ -409,25 +419,32 @@ async def test_scaler_process_follows_the_backlog(redis: Redis, scaler_env: tupl
             **env,
             "TICKETRY_RENDERERS_MIN": "1",
             "TICKETRY_RENDERERS_MAX": "3",
+            # 1,000 entries at the renderers' 100/s need 5 to drain in 2 s: more than max.
+            "TICKETRY_SCALER_TARGET_DRAIN_S": "2",
             "TICKETRY_SCALER_DOWN_WINDOW_S": "1",
             "TICKETRY_SCALER_COOLDOWN_S": "1",
         },
     )
     try:
         await _until(lambda: _count_is(redis, 1))
-        # Given a backlog that needs more than max at the default rate, it goes to max.
+        # Given a backlog that needs more than max at the measured rate, it goes to max.
         async with redis.pipeline(transaction=False) as pipe:
             for i in range(1000):
                 pipe.xadd(streams.RENDER_STD, {"n": i})
             await pipe.execute()
         await _until(lambda: _count_is(redis, 3))
-        # When the backlog is gone, it returns to min after the window and cooldown.
-        await redis.delete(streams.RENDER_STD)
-        await ensure_groups(redis)
+        # When the renderers have drained it, it returns to min after the window and cooldown.
+        await _until(lambda: _backlog_is_empty(redis), timeout=30)
         await _until(lambda: _count_is(redis, 1), timeout=20)
+        (std,) = await observe.backlogs(redis, [streams.RENDER_STD])
+        assert std.length == 1000, "drained by the renderers (read and acked), not deleted"
         decisions: Any = await redis.xrange(streams.SCALER_DECISIONS)
-        steps = [(d[b"from"], d[b"to"]) for _, d in decisions]
-        assert steps == [(b"1", b"3"), (b"3", b"1")]
+        steps = [(int(d[b"from"]), int(d[b"to"]), d[b"reason"].decode()) for _, d in decisions]
+        # Then the decisions explain it: up to max at once, then only down, ending at min.
+        assert steps[0][:2] == (1, 3) and steps[0][2].startswith("scale-up"), steps
+        assert "at 100.00/s per renderer (measured)" in steps[0][2]
+        assert all(to < frm and why.startswith("scale-down") for frm, to, why in steps[1:]), steps
+        assert steps[-1][1] == 1
     finally:
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 20) == 0
