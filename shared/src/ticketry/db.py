@@ -35,7 +35,9 @@ async def connect_mongo(
     Only the api (the schema's owner) creates indexes, one ``createIndexes`` per
     index: FerretDB 1.24 panics when one call re-creates several existing ones.
     """
-    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(url, tz_aware=True, serverSelectionTimeoutMS=10_000)
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
+        url, tz_aware=True, serverSelectionTimeoutMS=10_000, maxPoolSize=pool_size
+    )
     db_name = parse_uri(url).get("database") or "ticketry"
     await init_beanie(database=client[db_name], document_models=ALL_DOCUMENTS, skip_indexes=True)
     if create_indexes:
@@ -44,6 +46,15 @@ async def connect_mongo(
             for index in getattr(settings, "indexes", []):
                 await model.get_pymongo_collection().create_indexes([index])
     return client
+
+
+async def pushes_down_only_id(client: AsyncMongoClient[dict[str, object]]) -> bool:
+    """True on FerretDB v1: it answers a filter with any key besides ``_id`` by
+    decoding the whole collection (its SQLite backend pushes down only a filter
+    that is exactly ``{"_id": <value>}``), so hot paths must filter by ``_id``
+    alone there. A real MongoDB uses its indexes."""
+    info: dict[str, Any] = await client.admin.command("buildInfo")
+    return "ferretdbVersion" in info
 
 
 async def ensure_group(redis: Redis, stream: str, group: str) -> None:
