@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ticketry import streams
 from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo
 from ticketry.documents import Event, Order
@@ -57,19 +58,22 @@ async def test_order_recorded_but_never_enqueued_is_swept(
     api: httpx.AsyncClient, token: TokenFactory, stack: Stack
 ) -> None:
     # Given an order the api recorded and then crashed before XADD: the order
-    # document exists with enqueued=False, its tickets and render requests do not
+    # document exists and is still in flight; its tickets and render requests do not
     buyer_id = "outbox-buyer"
     buyer = token(buyer_id, "buyer")
     event = await create_event(api, token("outbox-org", "organizer"), capacity=10)
     order_id = new_id("or")
     tickets = [new_id("tk") for _ in range(4)]
     mongo = mongo_of(stack)
+    redis = redis_of(stack)
+    member = streams.in_flight_member(order_id, event["id"], 4)
     try:
+        await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: _ms_ago(minutes=5)})
         await db_of(mongo).orders.insert_one(
             {
                 "_id": order_id, "owner_id": buyer_id, "event_id": event["id"], "quantity": 4,
                 "tier": "standard", "holder_name": "Grace Hopper", "status": "processing", "rendered": 0,
-                "failed": 0, "ticket_ids": tickets, "enqueued": False, "idempotency_key": None,
+                "failed": 0, "ticket_ids": tickets, "idempotency_key": None,
                 "idem": f"auto:{order_id}", "request_hash": "x",
                 "created_at": datetime.now(UTC) - timedelta(minutes=5),
             }
@@ -82,9 +86,10 @@ async def test_order_recorded_but_never_enqueued_is_swept(
 
         await wait_until(completed, 90)
 
-        # Then the order completed with each ticket once, and is marked enqueued
+        # Then the order completed with each ticket once, and is no longer in flight
         doc = await db_of(mongo).orders.find_one({"_id": order_id})
-        assert doc["enqueued"] is True and (doc["rendered"], doc["failed"]) == (4, 0)
+        assert (doc["rendered"], doc["failed"]) == (4, 0)
+        assert await redis.zscore(streams.ORDERS_IN_FLIGHT, member) is None
         got = [t async for t in db_of(mongo).tickets.find({"order_id": order_id})]
         states = [t async for t in db_of(mongo).ticket_states.find({"order_id": order_id})]
         assert sorted(t["_id"] for t in got) == sorted(tickets) == sorted(t["_id"] for t in states)
@@ -92,15 +97,20 @@ async def test_order_recorded_but_never_enqueued_is_swept(
         r = await api.get(f"/v1/tickets/{tickets[0]}/pdf", headers=bearer(buyer))
         assert r.status_code == 200 and r.content[:5] == b"%PDF-"
     finally:
+        await redis.aclose()
         await mongo.close()
+
+
+def _ms_ago(**delta: float) -> int:
+    return int((datetime.now(UTC) - timedelta(**delta)).timestamp() * 1000)
 
 
 async def test_reservation_without_order_is_released_and_the_late_order_refused(
     api: httpx.AsyncClient, token: TokenFactory, stack: Stack
 ) -> None:
-    # Given two reservations older than the outbox grace on a 5-ticket event: A's
-    # order was recorded (the sweep must keep it), B's never was (its api crashed
-    # or is stuck) — this test plays the api's part for both, in-process
+    # Given a buyer's order that took its 3 tickets of 5 longer ago than the outbox
+    # grace but was never recorded (its api crashed, or is stuck): this test plays
+    # that api's part, in-process, step by step
     org, admin = token("orphan-org", "organizer"), token("orphan-admin", "admin")
     event = await create_event(api, org, capacity=5)
     mongo = await connect_mongo(stack.env["TICKETRY_MONGO_URL"], create_indexes=False)
@@ -109,35 +119,31 @@ async def test_reservation_without_order_is_released_and_the_late_order_refused(
     try:
         ev = await Event.get(event["id"])
         assert ev is not None
-
-        def order_of(order_id: str, quantity: int) -> Order:
-            return Order(
-                id=order_id, owner_id="orphan-buyer", event_id=ev.id, quantity=quantity, tier="standard",
-                holder_name="Late Larry", ticket_ids=[new_id("tk") for _ in range(quantity)],
-                idem=f"auto:{order_id}", request_hash="x",
-            )  # fmt: skip
-
-        kept, orphan = new_id("or"), new_id("or")
-        assert await capacity.reserve(ev, kept, 2)
-        await orders.record(redis, keyring, ev, order_of(kept, 2))
+        orphan = new_id("or")
+        member = streams.in_flight_member(orphan, ev.id, 3)
+        await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: _ms_ago(minutes=5)})
         assert await capacity.reserve(ev, orphan, 3)
-        old = datetime.now(UTC) - timedelta(minutes=5)
-        await db_of(mongo).reservations.update_many({"event_id": ev.id}, {"$set": {"at": old}})
+        assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 3
 
-        # When the api's outbox sweep has looked at both
+        # When the api's outbox sweep has looked at it
         async def swept() -> bool:
-            return await db_of(mongo).reservations.count_documents({"event_id": ev.id, "swept": True}) == 2
+            return await redis.zscore(streams.ORDERS_IN_FLIGHT, member) is None
 
         await wait_until(swept, 60)
 
-        # Then only B's 3 tickets are back on sale, and another buyer can take them
-        sold = (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"]
-        assert sold == 2
-        r = await place_order(api, token("orphan-buyer-2", "buyer"), ev.id, 3)
+        # Then its tickets are back on sale, and another buyer can take them
+        assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 0
+        r = await place_order(api, token("orphan-buyer-2", "buyer"), ev.id, 5)
         assert r.status_code == 202, r.text
-        # And B's request, recording its order only now, is refused: no 202, no tickets
+        # And the stuck request, recording its order only now, is refused: no 202,
+        # no tickets, no order anybody can see, nothing sold twice
+        late = Order(
+            id=orphan, owner_id="orphan-buyer", event_id=ev.id, quantity=3, tier="standard",
+            holder_name="Late Larry", ticket_ids=[new_id("tk") for _ in range(3)],
+            idem=f"auto:{orphan}", request_hash="x",
+        )  # fmt: skip
         with pytest.raises(Problem) as refused:
-            await orders.record(redis, keyring, ev, order_of(orphan, 3))
+            await orders.record(redis, keyring, ev, late)
         assert refused.value.status == 503
         assert await db_of(mongo).tickets.count_documents({"order_id": orphan}) == 0
         assert (await api.get(f"/v1/orders/{orphan}", headers=bearer(admin))).status_code == 404

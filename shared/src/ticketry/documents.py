@@ -53,9 +53,6 @@ class Order(Document):
     rendered: int = 0
     failed: int = 0
     ticket_ids: list[str]
-    # Set once the render requests are durably in the stream; the outbox sweep
-    # re-enqueues orders that never got there (crash between insert and XADD).
-    enqueued: bool = False
     idempotency_key: str | None = None
     # ``<owner>:<Idempotency-Key>`` or ``auto:<order id>``; unique, so a duplicate
     # POST cannot create a second order even when both race past every check.
@@ -67,7 +64,6 @@ class Order(Document):
         name = "orders"
         indexes: ClassVar[list[pymongo.IndexModel]] = [
             pymongo.IndexModel([("idem", 1)], unique=True),
-            pymongo.IndexModel([("enqueued", 1), ("created_at", 1)]),
         ]
 
 

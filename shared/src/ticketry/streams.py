@@ -31,6 +31,10 @@ Keys
     Renderer heartbeat; TTL ``HEARTBEAT_TTL_S`` so a dead renderer disappears.
     ``rate`` is capacity (tickets per busy second), ``busy`` the share of the last
     second spent rendering.
+``ticketry:orders:in-flight`` (sorted set: ``<order id> <event id> <quantity>``, score ms)
+    The api's outbox. An order is added before its capacity is reserved and
+    removed by the MULTI/EXEC that appends its render requests; what stays past
+    the grace is the outbox sweep's work (see ``ticketry_api.orders``).
 ``ticketry:scaler:leader`` (string: holder + fencing token)
     Scaler leadership lock, TTL ``LEADER_TTL_S``.
 ``ticketry:scaler:fence`` (integer) — fencing token counter, no TTL.
@@ -62,6 +66,7 @@ SCALER_DECISIONS_MAXLEN: Final = 10_000
 # Orders up to this many tickets ride the vip lane with vip orders.
 SMALL_ORDER_MAX: Final = 20
 
+ORDERS_IN_FLIGHT: Final = "ticketry:orders:in-flight"
 SCALER_LEADER: Final = "ticketry:scaler:leader"
 SCALER_FENCE: Final = "ticketry:scaler:fence"
 RENDERER_PREFIX: Final = "ticketry:renderer:"
@@ -75,6 +80,11 @@ def render_lane(tier: str, quantity: int) -> str:
 def order_progress(order_id: str) -> str:
     """Hash of an order's live counters."""
     return f"ticketry:order:{order_id}:progress"
+
+
+def in_flight_member(order_id: str, event_id: str, quantity: int) -> str:
+    """An order's member of ``ORDERS_IN_FLIGHT`` (everything the sweep needs)."""
+    return f"{order_id} {event_id} {quantity}"
 
 
 def order_done(order_id: str) -> str:

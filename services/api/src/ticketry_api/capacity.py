@@ -81,6 +81,12 @@ async def release(event: Event, order_id: str, quantity: int) -> None:
     await _append(event, -quantity, f"release:{order_id}", check_capacity=False)
 
 
+async def reserved(order_id: str) -> bool:
+    """True if ``order_id`` ever took tickets (the outbox sweep asks, rarely)."""
+    col = Reservation.get_pymongo_collection()
+    return await col.find_one({"tag": f"reserve:{order_id}"}, {"_id": 1}) is not None
+
+
 async def released(order_id: str) -> bool:
     """True once ``order_id``'s tickets were given back (cancelled)."""
     col = Reservation.get_pymongo_collection()

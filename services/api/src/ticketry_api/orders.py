@@ -1,26 +1,36 @@
 """Placing orders: capacity, idempotency, and the outbox into the render stream.
 
-Order of writes (no transactions on FerretDB, so each step is safe to crash after):
+Order of steps (no transactions on FerretDB, so each step is safe to crash after):
 
-1. Reserve capacity in the event's ledger (``capacity.reserve``): an insert
+1. Note the order in Redis's in-flight set (``streams.ORDERS_IN_FLIGHT``): the
+   outbox entry, one ZADD.
+2. Reserve capacity in the event's ledger (``capacity.reserve``): an insert
    that only one concurrent writer can win, so concurrent orders cannot
    oversell. (Not a conditional ``$inc``: FerretDB v1 does not apply those
    atomically; see ``documents.Reservation``.)
-2. Insert the order (``enqueued=False``) — the outbox record — and its tickets.
-   A unique ``idem`` field (owner + Idempotency-Key) makes a duplicate POST lose
-   here; the loser gives its reservation back and answers with the winner.
-3. One MULTI/EXEC: the order's progress hash and one render request per ticket.
-4. Mark the order ``enqueued``; only then answer 202.
+3. Insert the order and its tickets. A unique ``idem`` field (owner +
+   Idempotency-Key) makes a duplicate POST lose here; the loser gives its
+   reservation back and answers with the winner.
+4. One MULTI/EXEC: the order's progress hash, one render request per ticket,
+   and the ZREM of its in-flight entry. Only then 202.
 
-A crash between 2 and 4 leaves ``enqueued=False``; the outbox sweep re-enqueues
-such orders (renderers are idempotent per ticket, so a second copy is harmless).
-A crash between 1 and 2 leaves a reservation without an order; the outbox
-sweep releases it after the grace period (never oversold, and not lost). The
-sweep and a merely *slow* request must not both win — releasing the tickets of
-an order that is recorded a moment later would oversell — so the sweep first
-inserts an ``abandoned`` tombstone under the order's id: the unique ``_id``
-lets exactly one of the two inserts succeed. A request that loses to the
-tombstone answers 503 (its tickets are back on sale), never 202.
+Three writes to the store per order, none of them an update (each FerretDB
+update is a transaction of its own, and the store is the bottleneck of
+``POST /v1/orders``); the outbox lives beside the render stream it guards, so
+step 4 closes it atomically.
+
+An in-flight entry older than the grace means its api crashed or stalled. The
+sweep (every api runs it; each step is idempotent) re-enqueues a recorded
+order (renderers are idempotent per ticket, so a second copy is harmless), or,
+when there is no order, gives its reservation back (never oversold, and not
+lost). The sweep and a merely *slow* request must not both win — releasing the
+tickets of an order that is recorded a moment later would oversell — so the
+sweep first inserts an ``abandoned`` tombstone under the order's id: the unique
+``_id`` lets exactly one of the two inserts succeed. A request that loses to
+the tombstone gives its reservation back and answers 503, never 202.
+
+Durability is Redis's (``appendfsync``): the in-flight entry is as durable as
+the render requests themselves.
 """
 
 from __future__ import annotations
@@ -28,8 +38,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TypeVar
 
@@ -39,7 +49,8 @@ from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.auth import Principal
 from ticketry.codes import Keyring
-from ticketry.documents import Event, Order, Reservation, Ticket
+from ticketry.db import as_text
+from ticketry.documents import Event, Order, Ticket
 from ticketry.events import RenderRequest
 from ticketry.ids import is_valid_id, new_id
 
@@ -77,7 +88,7 @@ async def place_order(
     if idem is not None:
         existing = await Order.find_one({"idem": idem})
         if existing is not None:
-            return await _replay(existing, digest)
+            return await _replay(redis, existing, digest)
 
     if not is_valid_id(body.event_id, "ev"):
         raise Problem(404, "event not found")
@@ -86,9 +97,12 @@ async def place_order(
         raise Problem(404, "event not found")
 
     order_id = new_id("or")
+    member = streams.in_flight_member(order_id, event.id, body.quantity)
+    await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: _now_ms()})
     if not await capacity.reserve(event, order_id, body.quantity):
+        await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
         if idem is not None and (winner := await Order.find_one({"idem": idem})) is not None:
-            return await _replay(winner, digest)
+            return await _replay(redis, winner, digest)
         raise Problem(409, "sold out", "the event has fewer tickets left than requested")
 
     ticket_ids = [new_id("tk") for _ in range(body.quantity)]
@@ -108,23 +122,25 @@ async def place_order(
 
 
 async def record(redis: Redis, keyring: Keyring, event: Event, order: Order) -> Order:
-    """Steps 2 to 4 for an order whose capacity is reserved: insert it (the outbox
-    record) and its tickets, enqueue the renders. Answers the first order instead
-    when the Idempotency-Key lost a race, and 503 when the sweep abandoned it."""
+    """Steps 3 and 4 for an order whose capacity is reserved: insert it and its
+    tickets, enqueue the renders. Answers the first order instead when the
+    Idempotency-Key lost a race, and 503 when the sweep abandoned it."""
     try:
         await Order.get_pymongo_collection().insert_one(order.model_dump(by_alias=True))
     except DuplicateKeyError:
+        # Either way this order will not exist: give its tickets back (once-only
+        # by the ledger's unique tag, so the sweep may have done it already).
+        await capacity.release(event, order.id, order.quantity)
+        await redis.zrem(streams.ORDERS_IN_FLIGHT, streams.in_flight_member(order.id, event.id, order.quantity))
         if await _abandoned(order.id):
-            # This request took longer than the outbox grace: the sweep has
-            # given its tickets back already.
+            # This request took longer than the outbox grace.
             log.warning("order abandoned by the outbox sweep before it was recorded", extra={"order_id": order.id})
             raise Problem(503, "busy", "the order took too long to record; retry", {"Retry-After": "1"}) from None
-        # Lost a race with the same Idempotency-Key: give the reservation back.
-        await capacity.release(event, order.id, order.quantity)
+        # Lost a race with the same Idempotency-Key.
         winner = await Order.find_one({"idem": order.idem})
         if winner is None:  # pragma: no cover - the unique index says it exists
             raise Problem(409, "conflict", "retry the request") from None
-        return await _replay(winner, order.request_hash)
+        return await _replay(redis, winner, order.request_hash)
 
     await insert_tickets(order, order.ticket_ids, keyring.active_kid)
     await enqueue(redis, keyring, order, event, order.ticket_ids)
@@ -145,8 +161,8 @@ async def insert_tickets(order: Order, ticket_ids: Sequence[str], key_id: str) -
 
 
 async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event, ticket_ids: Sequence[str]) -> None:
-    """Write the progress hash and the render requests in one MULTI/EXEC, then
-    mark the order enqueued. Safe to repeat (the outbox sweep does)."""
+    """Write the progress hash and the render requests, and close the order's
+    in-flight entry, in one MULTI/EXEC. Safe to repeat (the outbox sweep does)."""
     lane = streams.render_lane(order.tier, order.quantity)
     price = str(price_of(event))
     async with redis.pipeline(transaction=True) as pipe:
@@ -172,67 +188,54 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event, ti
                 correlation_id=order.id,
             )
             pipe.xadd(lane, req.to_fields())  # type: ignore[arg-type]
+        pipe.zrem(streams.ORDERS_IN_FLIGHT, streams.in_flight_member(order.id, event.id, order.quantity))
         await pipe.execute()
-    await Order.get_pymongo_collection().update_one({"_id": order.id}, {"$set": {"enqueued": True}})
-    order.enqueued = True
 
 
-async def _replay(order: Order, digest: str) -> Order:
+async def _replay(redis: Redis, order: Order, digest: str) -> Order:
     """Answer a repeated Idempotency-Key with the first order (or refuse a new body)."""
     if order.request_hash != digest:
         raise Problem(422, "idempotency key reused", "this Idempotency-Key was used with another body")
     # The first request may still be writing its render requests; 2xx only once durable.
+    member = streams.in_flight_member(order.id, order.event_id, order.quantity)
     for _ in range(100):
-        if order.enqueued:
+        if await redis.zscore(streams.ORDERS_IN_FLIGHT, member) is None:
             return order
         await asyncio.sleep(0.05)
-        fresh = await Order.get(order.id)
-        order = fresh if fresh is not None else order
     raise Problem(409, "order in progress", "the first request with this key is still running")
 
 
 async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
-    """Re-enqueue orders recorded but never enqueued (their api crashed), and
-    release reservations whose order was never recorded."""
-    cutoff = datetime.now(UTC) - timedelta(seconds=grace_s)
-    count = 0
-    # Materialise each query before writing: on FerretDB's SQLite backend a write
-    # issued while a cursor of ours is still open waits for that cursor's
-    # transaction, which never ends — every later write then hangs.
-    stale = (
-        await Reservation.find({"at": {"$lt": cutoff}, "delta": {"$gt": 0}, "swept": {"$ne": True}})
-        .limit(SWEEP_BATCH)
-        .to_list()
-    )
-    for res in stale:
-        order_id = res.tag.removeprefix("reserve:")
-        if await _abandon(order_id, res):
-            event = await Event.get(res.event_id)
-            if event is not None:
-                await capacity.release(event, order_id, res.delta)
-                log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
-        await Reservation.get_pymongo_collection().update_one({"_id": res.id}, {"$set": {"swept": True}})
-    stranded = await Order.find({"enqueued": False, "created_at": {"$lt": cutoff}}).limit(SWEEP_BATCH).to_list()
-    for order in stranded:
-        event = await Event.get(order.event_id)
-        if event is None:
+    """Finish or undo the orders that stayed in flight longer than ``grace_s``
+    (their api crashed or stalled); returns how many were handled."""
+    cutoff = _now_ms() - int(grace_s * 1000)
+    stale = await redis.zrangebyscore(streams.ORDERS_IN_FLIGHT, "-inf", cutoff, start=0, num=SWEEP_BATCH)
+    for raw in stale:
+        member = as_text(raw)
+        order_id, event_id, quantity = member.split(" ")
+        event = await Event.get(event_id)
+        order = await Order.get(order_id)
+        if event is not None and order is not None and order.status != "abandoned":
+            rows = await Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1}).to_list()
+            existing = {t["_id"] for t in rows}
+            await insert_tickets(order, [tid for tid in order.ticket_ids if tid not in existing], keyring.active_kid)
+            await enqueue(redis, keyring, order, event, order.ticket_ids)
+            log.warning("outbox: re-enqueued order", extra={"order_id": order_id})
             continue
-        rows = await Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1}).to_list()
-        existing = {t["_id"] for t in rows}
-        await insert_tickets(order, [tid for tid in order.ticket_ids if tid not in existing], keyring.active_kid)
-        await enqueue(redis, keyring, order, event, order.ticket_ids)
-        log.warning("outbox: re-enqueued order", extra={"order_id": order.id})
-        count += 1
-    return count
+        owned = event is not None and await _abandon(order_id, event_id, int(quantity))
+        if event is not None and owned and await capacity.reserved(order_id):
+            await capacity.release(event, order_id, int(quantity))
+            log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
+        await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
+    return len(stale)
 
 
-async def _abandon(order_id: str, res: Reservation) -> bool:
+async def _abandon(order_id: str, event_id: str, quantity: int) -> bool:
     """Claim ``order_id`` for the sweep with a tombstone; True if the sweep owns it
     (now, or from an earlier sweep that crashed before releasing)."""
     tombstone = Order(
-        id=order_id, owner_id="", event_id=res.event_id, quantity=res.delta, tier="standard",
-        holder_name="", status="abandoned", ticket_ids=[], enqueued=True,
-        idem=f"abandoned:{order_id}", request_hash="",
+        id=order_id, owner_id="", event_id=event_id, quantity=quantity, tier="standard",
+        holder_name="", status="abandoned", ticket_ids=[], idem=f"abandoned:{order_id}", request_hash="",
     )  # fmt: skip
     try:
         await Order.get_pymongo_collection().insert_one(tombstone.model_dump(by_alias=True))
@@ -244,6 +247,10 @@ async def _abandon(order_id: str, res: Reservation) -> bool:
 async def _abandoned(order_id: str) -> bool:
     raw = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"status": 1})
     return raw is not None and raw.get("status") == "abandoned"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
