@@ -74,8 +74,9 @@ class Fold:
         if cur is None or event_key(ev.id) > event_key(cur.id):
             self.latest[ev.order_id] = ev
 
-    def order_updates(self) -> list[UpdateOne]:
-        ops = []
+    def order_sets(self) -> list[tuple[str, str, dict[str, object]]]:
+        """``(order id, event key, fields to set)`` for each order of the batch."""
+        out = []
         for order_id, ev in self.latest.items():
             key = event_key(ev.id)
             new: dict[str, object] = {"rendered": ev.rendered, "failed": ev.failed, "last_event": key}
@@ -85,17 +86,28 @@ class Fold:
             elif ev.rendered + ev.failed < ev.total:
                 # Work outstanding again (a re-drive after completion), or still.
                 new["status"] = "processing"
-            ops.append(
-                UpdateOne(
-                    {
-                        "_id": order_id,
-                        "status": {"$ne": "cancelled"},
-                        "$or": [{"last_event": {"$exists": False}}, {"last_event": {"$lt": key}}],
-                    },
-                    {"$set": new},
-                )
+            out.append((order_id, key, new))
+        return out
+
+    def order_updates(self) -> list[UpdateOne]:
+        """The writes as conditional updates: newest event wins, cancelled stays."""
+        return [
+            UpdateOne(
+                {
+                    "_id": order_id,
+                    "status": {"$ne": "cancelled"},
+                    "$or": [{"last_event": {"$exists": False}}, {"last_event": {"$lt": key}}],
+                },
+                {"$set": new},
             )
-        return ops
+            for order_id, key, new in self.order_sets()
+        ]
+
+
+def newer(current: dict[str, Any], key: str) -> bool:
+    """The guard of ``Fold.order_updates``, for a document read by ``_id``."""
+    last = current.get("last_event")
+    return current.get("status") != "cancelled" and (last is None or last < key)
 
 
 def completed_status(total: int, rendered: int, failed: int) -> str:
@@ -104,15 +116,26 @@ def completed_status(total: int, rendered: int, failed: int) -> str:
     return "failed" if rendered == 0 else "partially_failed"
 
 
-async def apply(events: Iterable[TicketEvent]) -> None:
+async def apply(events: Iterable[TicketEvent], *, id_filters_only: bool = False) -> None:
+    """Write one batch. ``id_filters_only`` (FerretDB v1, see
+    ``ticketry.db.pushes_down_only_id``): check the guard on the document read
+    by ``_id`` and update by ``_id``, instead of a conditional update that would
+    decode every order per write. (FerretDB v1 applies neither atomically, so
+    nothing is lost there; on MongoDB the conditional update stays atomic.)"""
     fold = Fold()
     for ev in events:
         fold.add(ev)
     if fold.states:
         await insert_states(list(fold.states.values()))
-    ops = fold.order_updates()
-    if ops:
-        await Order.get_pymongo_collection().bulk_write(ops, ordered=False)
+    col = Order.get_pymongo_collection()
+    if not id_filters_only:
+        if ops := fold.order_updates():
+            await col.bulk_write(ops, ordered=False)
+        return
+    for order_id, key, new in fold.order_sets():
+        current = await col.find_one({"_id": order_id}, {"status": 1, "last_event": 1})
+        if current is not None and newer(current, key):
+            await col.update_one({"_id": order_id}, {"$set": new})
 
 
 async def insert_states(docs: list[dict[str, Any]]) -> None:
@@ -137,7 +160,9 @@ async def insert_states(docs: list[dict[str, Any]]) -> None:
                 )
 
 
-async def fold_and_ack(redis: Redis, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
+async def fold_and_ack(
+    redis: Redis, entries: list[tuple[bytes, dict[bytes, bytes]]], *, id_filters_only: bool = False
+) -> None:
     """Apply a batch to MongoDB, then ack it (a crash in between re-applies: harmless)."""
     good: list[TicketEvent] = []
     ids: list[bytes] = []
@@ -147,12 +172,14 @@ async def fold_and_ack(redis: Redis, entries: list[tuple[bytes, dict[bytes, byte
             good.append(decode_ticket_event(entry_id, fields))
         except DecodeError:
             log.error("projector: undecodable event skipped", extra={"entry": entry_id})
-    await apply(good)
+    await apply(good, id_filters_only=id_filters_only)
     if ids:
         await redis.xack(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, *ids)
 
 
-async def claim_abandoned(redis: Redis, consumer: str, batch: int, idle_ms: int) -> int:
+async def claim_abandoned(
+    redis: Redis, consumer: str, batch: int, idle_ms: int, *, id_filters_only: bool = False
+) -> int:
     """Take over events a dead api process read but never acked (its consumer
     name died with its pid). Folding is idempotent, so taking an entry from a
     live but slow projector costs a repeated write, never a wrong one."""
@@ -165,7 +192,7 @@ async def claim_abandoned(redis: Redis, consumer: str, batch: int, idle_ms: int)
     claimed = [(e, f) for e, f in resp[1] if f]
     if claimed:
         log.info("projector: claimed abandoned events", extra={"count": len(claimed)})
-        await fold_and_ack(redis, claimed)
+        await fold_and_ack(redis, claimed, id_filters_only=id_filters_only)
     return len(claimed)
 
 
@@ -176,6 +203,7 @@ async def run_projector(
     stop: asyncio.Event,
     *,
     claim_idle_ms: int = CLAIM_IDLE_MS,
+    id_filters_only: bool = False,
 ) -> None:
     """Consume ticket events until ``stop``; never dies on a bad entry or a Redis restart."""
     await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
@@ -192,7 +220,7 @@ async def run_projector(
                 except Exception:
                     log.exception("projector: stream trim failed; next time")
             if cursor == ">" and time.monotonic() >= next_claim:
-                more = await claim_abandoned(redis, consumer, batch, claim_idle_ms)
+                more = await claim_abandoned(redis, consumer, batch, claim_idle_ms, id_filters_only=id_filters_only)
                 next_claim = time.monotonic() + (0 if more else CLAIM_INTERVAL_S)
             resp: Any = await redis.xreadgroup(
                 streams.PROJECTOR_GROUP, consumer, {streams.TICKET_EVENTS: cursor},
@@ -204,7 +232,7 @@ async def run_projector(
                 continue
             if not entries:
                 continue
-            await fold_and_ack(redis, entries)
+            await fold_and_ack(redis, entries, id_filters_only=id_filters_only)
             if cursor != ">":
                 cursor = entries[-1][0].decode()
         except (ConnectionError, TimeoutError) as exc:
