@@ -122,7 +122,11 @@ async def test_sigkill_the_api_while_orders_arrive(tmp_path: Path, token: TokenF
             async def settled() -> bool:
                 live = await live_orders()
                 sold = (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"]
-                done = all(o["status"] == "completed" and o["rendered"] == o["quantity"] for o in live)
+                outcomes = {s["_id"]: s async for s in db.order_states.find({})}
+                done = all(
+                    (s := outcomes.get(o["_id"])) and s["status"] == "completed" and s["rendered"] == o["quantity"]
+                    for o in live
+                )
                 projector: Any = await redis.xpending(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
                 return (
                     done

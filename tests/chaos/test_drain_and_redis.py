@@ -66,7 +66,7 @@ async def test_sigterm_drains_in_flight_work_without_redelivery(tmp_path: Path, 
             stack.start_renderer()
 
             async def completed() -> bool:
-                doc = await db_of(mongo).orders.find_one({"_id": order["id"]})
+                doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
                 return bool(doc and doc["status"] == "completed")
 
             await wait_until(completed, 120)
@@ -109,7 +109,7 @@ async def test_redis_restart_mid_order_loses_nothing(tmp_path: Path, token: Toke
             for o in (first, second):
 
                 async def completed(oid: str = o["id"]) -> bool:
-                    doc = await db_of(mongo).orders.find_one({"_id": oid})
+                    doc = await db_of(mongo).order_states.find_one({"_id": oid})
                     return bool(doc and doc["status"] == "completed")
 
                 await wait_until(completed, 180)

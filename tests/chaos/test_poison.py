@@ -86,7 +86,7 @@ async def test_poison_requests_are_dead_lettered_and_redriven_once(tmp_path: Pat
             assert (done["rendered"], done["failed"]) == (9, 1)
 
             async def projected(status: str) -> bool:
-                doc = await db_of(mongo).orders.find_one({"_id": order["id"]})
+                doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
                 return bool(doc and doc["status"] == status)
 
             await wait_until(lambda: projected("partially_failed"), 30)
@@ -114,7 +114,7 @@ async def test_poison_requests_are_dead_lettered_and_redriven_once(tmp_path: Pat
 
             # Then the ticket renders once, the order completes with exact counters
             await wait_until(lambda: projected("completed"), 60)
-            doc = await db_of(mongo).orders.find_one({"_id": order["id"]})
+            doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
             assert (doc["rendered"], doc["failed"]) == (10, 0)
             assert (await db_of(mongo).ticket_states.find_one({"_id": poisoned}))["status"] == "rendered"
             progress = await redis.hgetall(streams.order_progress(order["id"]))

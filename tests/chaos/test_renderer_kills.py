@@ -101,7 +101,7 @@ async def test_sigkill_a_renderer_every_second(tmp_path: Path, token: TokenFacto
 
             # Then the order completes, and nothing is pending on either lane
             async def drained() -> bool:
-                doc = await db_of(mongo).orders.find_one({"_id": order["id"]})
+                doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
                 return bool(watcher.done.is_set() and doc and doc["status"] != "processing") and (
                     await pending_total(redis) == 0
                 )
@@ -142,7 +142,7 @@ async def test_sigkill_a_renderer_every_second(tmp_path: Path, token: TokenFacto
                 0,
             )
             assert await redis.scard(streams.order_done(order["id"])) == TICKETS
-            doc = await db_of(mongo).orders.find_one({"_id": order["id"]})
+            doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
             assert (doc["status"], doc["rendered"], doc["failed"]) == ("completed", TICKETS, 0)
             statuses = [t["status"] async for t in db_of(mongo).ticket_states.find({"order_id": order["id"]})]
             assert len(statuses) == TICKETS and set(statuses) == {"rendered"}

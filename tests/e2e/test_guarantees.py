@@ -81,13 +81,13 @@ async def test_order_recorded_but_never_enqueued_is_swept(
 
         # When the outbox sweep runs (every few seconds in the api)
         async def completed() -> bool:
-            doc = await db_of(mongo).orders.find_one({"_id": order_id})
+            doc = await db_of(mongo).order_states.find_one({"_id": order_id})
             return bool(doc and doc["status"] == "completed")
 
         await wait_until(completed, 90)
 
         # Then the order completed with each ticket once, and is no longer in flight
-        doc = await db_of(mongo).orders.find_one({"_id": order_id})
+        doc = await db_of(mongo).order_states.find_one({"_id": order_id})
         assert (doc["rendered"], doc["failed"]) == (4, 0)
         assert await redis.zscore(streams.ORDERS_IN_FLIGHT, member) is None
         got = [t async for t in db_of(mongo).tickets.find({"order_id": order_id})]

@@ -48,15 +48,6 @@ async def connect_mongo(
     return client
 
 
-async def pushes_down_only_id(client: AsyncMongoClient[dict[str, object]]) -> bool:
-    """True on FerretDB v1: it answers a filter with any key besides ``_id`` by
-    decoding the whole collection (its SQLite backend pushes down only a filter
-    that is exactly ``{"_id": <value>}``), so hot paths must filter by ``_id``
-    alone there. A real MongoDB uses its indexes."""
-    info: dict[str, Any] = await client.admin.command("buildInfo")
-    return "ferretdbVersion" in info
-
-
 async def ensure_group(redis: Redis, stream: str, group: str) -> None:
     """Create ``group`` at the very start of ``stream`` (and the stream) if missing.
 

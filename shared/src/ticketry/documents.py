@@ -41,7 +41,7 @@ class Event(Document):
 
 
 class Order(Document):
-    """An order and its progress counters (folded in by the projector)."""
+    """An order as placed: who, what, which tickets (immutable but ``status``)."""
 
     id: str  # type: ignore[assignment]
     owner_id: str
@@ -49,9 +49,9 @@ class Order(Document):
     quantity: int
     tier: Literal["standard", "vip"]
     holder_name: str
+    # ``processing`` from creation; the API sets ``cancelled`` (and the sweep
+    # writes ``abandoned`` tombstones). Render outcomes: ``OrderState``.
     status: OrderStatus = "processing"
-    rendered: int = 0
-    failed: int = 0
     ticket_ids: list[str]
     idempotency_key: str | None = None
     # ``<owner>:<Idempotency-Key>`` or ``auto:<order id>``; unique, so a duplicate
@@ -103,6 +103,28 @@ class TicketState(Document):
     class Settings:
         name = "ticket_states"
         indexes: ClassVar[list[pymongo.IndexModel]] = [pymongo.IndexModel([("order_id", 1)])]
+
+
+class OrderState(Document):
+    """An order's outcome, folded in by the projector from ``order.completed``.
+
+    Inserted, like ``TicketState``: the outcomes of a whole batch of orders are
+    one insert (one transaction on FerretDB), where an update per order was the
+    store's heaviest load. Updated only when a re-driven dead letter completes
+    the order again (newer ``last_event``; rare). While an order renders, its
+    live counters are in Redis (``streams.order_progress``).
+    """
+
+    id: str  # type: ignore[assignment]  # order id
+    status: OrderStatus
+    total: int
+    rendered: int
+    failed: int
+    last_event: str  # the completion's stream id, sortable (projector.event_key)
+    completed_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "order_states"
 
 
 class Reservation(Document):
@@ -157,4 +179,6 @@ class CheckinAttempt(Document):
         name = "checkin_attempts"
 
 
-ALL_DOCUMENTS: list[type[Document]] = [Event, Order, Ticket, TicketState, Reservation, Checkin, CheckinAttempt]
+ALL_DOCUMENTS: list[type[Document]] = [
+    Event, Order, OrderState, Ticket, TicketState, Reservation, Checkin, CheckinAttempt,
+]  # fmt: skip

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import uvicorn
 from fastapi import FastAPI
 from ticketry.codes import load_keyring
-from ticketry.db import connect_mongo, connect_redis, ensure_groups, pushes_down_only_id
+from ticketry.db import connect_mongo, connect_redis, ensure_groups
 from ticketry.emit import Emitter
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
@@ -53,12 +53,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         tasks = []
         if settings.run_projector:
             consumer = f"api-{socket.gethostname()}-{os.getpid()}"
-            id_only = await pushes_down_only_id(mongo)
-            tasks.append(
-                asyncio.create_task(
-                    run_projector(redis, consumer, settings.projector_batch, stop, id_filters_only=id_only)
-                )
-            )
+            tasks.append(asyncio.create_task(run_projector(redis, consumer, settings.projector_batch, stop)))
         tasks.append(
             asyncio.create_task(
                 _every(

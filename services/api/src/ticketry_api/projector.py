@@ -7,12 +7,16 @@ Idempotent per event, and order-insensitive across replays:
   its own); ``failed → rendered`` (a dead letter re-driven by ``ticketryctl dlq
   redrive`` and rendered after all) is the only update, never back, so a
   replayed or late event cannot undo a newer state;
-* an order takes its counters (and status) from the newest event that carries
-  them, by stream id (``last_event``). Counters are computed inside Redis
-  exactly once per ticket (``ticketry.emit``), so the newest event is the truth.
-  Not ``$max``: a re-drive lowers ``failed`` by one.
+* an order's outcome is an inserted ``OrderState``, from its ``order.completed``
+  event (counters computed inside Redis exactly once per ticket,
+  ``ticketry.emit``). A re-drive re-opens the order and completes it again
+  with a newer event: the one update, taken only when the event is newer
+  (``last_event``). Live counters of an order still rendering are read from
+  Redis, not folded here.
 
-Replaying any part of the stream leaves the same documents.
+Every write filters by ``_id`` alone: FerretDB v1 answers any other filter by
+decoding the whole collection. Replaying any part of the stream leaves the
+same documents.
 """
 
 from __future__ import annotations
@@ -24,15 +28,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 from ticketry import streams
 from ticketry.db import ensure_group, entries_of
-from ticketry.documents import Order, TicketState, utcnow
+from ticketry.documents import OrderState, TicketState
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
+from ticketry_api.readmodel import completed_status
 from ticketry_api.trim import trim_all
 
 log = logging.getLogger(__name__)
@@ -58,8 +62,8 @@ class Fold:
 
     # ticket id → its TicketState document (newest event of the batch wins)
     states: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # order id → newest event of the batch for that order
-    latest: dict[str, TicketEvent] = field(default_factory=dict)
+    # order id → its OrderState document, from the batch's newest order.completed
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, ev: TicketEvent) -> None:
         if ev.type in ("ticket.rendered", "ticket.failed") and ev.ticket_id:
@@ -70,72 +74,34 @@ class Fold:
                 reason=ev.reason,
                 at=ev.occurred_at,
             ).model_dump(by_alias=True)
-        cur = self.latest.get(ev.order_id)
-        if cur is None or event_key(ev.id) > event_key(cur.id):
-            self.latest[ev.order_id] = ev
-
-    def order_sets(self) -> list[tuple[str, str, dict[str, object]]]:
-        """``(order id, event key, fields to set)`` for each order of the batch."""
-        out = []
-        for order_id, ev in self.latest.items():
+        elif ev.type == "order.completed":
             key = event_key(ev.id)
-            new: dict[str, object] = {"rendered": ev.rendered, "failed": ev.failed, "last_event": key}
-            if ev.type == "order.completed":
-                new["status"] = completed_status(ev.total, ev.rendered, ev.failed)
-                new["completed_at"] = utcnow()
-            elif ev.rendered + ev.failed < ev.total:
-                # Work outstanding again (a re-drive after completion), or still.
-                new["status"] = "processing"
-            out.append((order_id, key, new))
-        return out
-
-    def order_updates(self) -> list[UpdateOne]:
-        """The writes as conditional updates: newest event wins, cancelled stays."""
-        return [
-            UpdateOne(
-                {
-                    "_id": order_id,
-                    "status": {"$ne": "cancelled"},
-                    "$or": [{"last_event": {"$exists": False}}, {"last_event": {"$lt": key}}],
-                },
-                {"$set": new},
-            )
-            for order_id, key, new in self.order_sets()
-        ]
+            cur = self.outcomes.get(ev.order_id)
+            if cur is None or key > cur["last_event"]:
+                self.outcomes[ev.order_id] = OrderState(
+                    id=ev.order_id, status=completed_status(ev.rendered, ev.failed),
+                    total=ev.total, rendered=ev.rendered, failed=ev.failed, last_event=key,
+                ).model_dump(by_alias=True)  # fmt: skip
 
 
-def newer(current: dict[str, Any], key: str) -> bool:
-    """The guard of ``Fold.order_updates``, for a document read by ``_id``."""
-    last = current.get("last_event")
-    return current.get("status") != "cancelled" and (last is None or last < key)
-
-
-def completed_status(total: int, rendered: int, failed: int) -> str:
-    if failed == 0:
-        return "completed"
-    return "failed" if rendered == 0 else "partially_failed"
-
-
-async def apply(events: Iterable[TicketEvent], *, id_filters_only: bool = False) -> None:
-    """Write one batch. ``id_filters_only`` (FerretDB v1, see
-    ``ticketry.db.pushes_down_only_id``): check the guard on the document read
-    by ``_id`` and update by ``_id``, instead of a conditional update that would
-    decode every order per write. (FerretDB v1 applies neither atomically, so
-    nothing is lost there; on MongoDB the conditional update stays atomic.)"""
+async def apply(events: Iterable[TicketEvent]) -> None:
     fold = Fold()
     for ev in events:
         fold.add(ev)
     if fold.states:
         await insert_states(list(fold.states.values()))
-    col = Order.get_pymongo_collection()
-    if not id_filters_only:
-        if ops := fold.order_updates():
-            await col.bulk_write(ops, ordered=False)
-        return
-    for order_id, key, new in fold.order_sets():
-        current = await col.find_one({"_id": order_id}, {"status": 1, "last_event": 1})
-        if current is not None and newer(current, key):
-            await col.update_one({"_id": order_id}, {"$set": new})
+    if fold.outcomes:
+        await insert_outcomes(list(fold.outcomes.values()))
+
+
+async def insert_outcomes(docs: list[dict[str, Any]]) -> None:
+    """Insert order outcomes in one batch. A duplicate is a replay (nothing to
+    do) or a second completion after a re-drive (newer: replace the counters)."""
+    col = OrderState.get_pymongo_collection()
+    for doc in _duplicates(await _insert_many(col, docs), docs):
+        current = await col.find_one({"_id": doc["_id"]}, {"last_event": 1})
+        if current is not None and current["last_event"] < doc["last_event"]:
+            await col.update_one({"_id": doc["_id"]}, {"$set": {k: v for k, v in doc.items() if k != "_id"}})
 
 
 async def insert_states(docs: list[dict[str, Any]]) -> None:
@@ -146,23 +112,32 @@ async def insert_states(docs: list[dict[str, Any]]) -> None:
     one transition that needs an update; rare).
     """
     col = TicketState.get_pymongo_collection()
-    try:
-        await col.insert_many(docs, ordered=False)
-    except BulkWriteError as exc:
-        for err in exc.details.get("writeErrors", []):
-            if err.get("code") != DUPLICATE_KEY:
-                raise
-            doc = docs[err["index"]]
-            if doc["status"] == "rendered":
+    for doc in _duplicates(await _insert_many(col, docs), docs):
+        if doc["status"] == "rendered":
+            current = await col.find_one({"_id": doc["_id"]}, {"status": 1})
+            if current is not None and current["status"] == "failed":
                 await col.update_one(
-                    {"_id": doc["_id"], "status": "failed"},
-                    {"$set": {"status": "rendered", "reason": None, "at": doc["at"]}},
+                    {"_id": doc["_id"]}, {"$set": {"status": "rendered", "reason": None, "at": doc["at"]}}
                 )
 
 
-async def fold_and_ack(
-    redis: Redis, entries: list[tuple[bytes, dict[bytes, bytes]]], *, id_filters_only: bool = False
-) -> None:
+async def _insert_many(col: Any, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``insert_many`` that returns its duplicate-key errors instead of raising them."""
+    try:
+        await col.insert_many(docs, ordered=False)
+    except BulkWriteError as exc:
+        errors: list[dict[str, Any]] = exc.details.get("writeErrors", [])
+        if any(err.get("code") != DUPLICATE_KEY for err in errors):
+            raise
+        return errors
+    return []
+
+
+def _duplicates(errors: list[dict[str, Any]], docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [docs[err["index"]] for err in errors]
+
+
+async def fold_and_ack(redis: Redis, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
     """Apply a batch to MongoDB, then ack it (a crash in between re-applies: harmless)."""
     good: list[TicketEvent] = []
     ids: list[bytes] = []
@@ -172,14 +147,12 @@ async def fold_and_ack(
             good.append(decode_ticket_event(entry_id, fields))
         except DecodeError:
             log.error("projector: undecodable event skipped", extra={"entry": entry_id})
-    await apply(good, id_filters_only=id_filters_only)
+    await apply(good)
     if ids:
         await redis.xack(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, *ids)
 
 
-async def claim_abandoned(
-    redis: Redis, consumer: str, batch: int, idle_ms: int, *, id_filters_only: bool = False
-) -> int:
+async def claim_abandoned(redis: Redis, consumer: str, batch: int, idle_ms: int) -> int:
     """Take over events a dead api process read but never acked (its consumer
     name died with its pid). Folding is idempotent, so taking an entry from a
     live but slow projector costs a repeated write, never a wrong one."""
@@ -192,7 +165,7 @@ async def claim_abandoned(
     claimed = [(e, f) for e, f in resp[1] if f]
     if claimed:
         log.info("projector: claimed abandoned events", extra={"count": len(claimed)})
-        await fold_and_ack(redis, claimed, id_filters_only=id_filters_only)
+        await fold_and_ack(redis, claimed)
     return len(claimed)
 
 
@@ -203,7 +176,6 @@ async def run_projector(
     stop: asyncio.Event,
     *,
     claim_idle_ms: int = CLAIM_IDLE_MS,
-    id_filters_only: bool = False,
 ) -> None:
     """Consume ticket events until ``stop``; never dies on a bad entry or a Redis restart."""
     await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
@@ -220,7 +192,7 @@ async def run_projector(
                 except Exception:
                     log.exception("projector: stream trim failed; next time")
             if cursor == ">" and time.monotonic() >= next_claim:
-                more = await claim_abandoned(redis, consumer, batch, claim_idle_ms, id_filters_only=id_filters_only)
+                more = await claim_abandoned(redis, consumer, batch, claim_idle_ms)
                 next_claim = time.monotonic() + (0 if more else CLAIM_INTERVAL_S)
             resp: Any = await redis.xreadgroup(
                 streams.PROJECTOR_GROUP, consumer, {streams.TICKET_EVENTS: cursor},
@@ -232,7 +204,7 @@ async def run_projector(
                 continue
             if not entries:
                 continue
-            await fold_and_ack(redis, entries, id_filters_only=id_filters_only)
+            await fold_and_ack(redis, entries)
             if cursor != ">":
                 cursor = entries[-1][0].decode()
         except (ConnectionError, TimeoutError) as exc:

@@ -1,13 +1,17 @@
-"""A ticket's status as buyers see it, from the read models.
+"""A ticket's and an order's status as buyers see them, from the read models.
 
 The ``tickets`` document carries what the API itself decided (``revoked`` by a
 cancel, ``checked_in`` by a scan); ``ticket_states`` carries what the projector
-folded in from the render events. The API's decisions win.
+folded in from the render events. The API's decisions win. An order's counters
+come live from Redis while it renders, and from its ``OrderState`` after.
 """
 
 from __future__ import annotations
 
-from ticketry.documents import Checkin, Ticket, TicketState, TicketStatus
+from redis.asyncio import Redis
+from ticketry import streams
+from ticketry.db import as_text
+from ticketry.documents import Checkin, Order, OrderState, OrderStatus, Ticket, TicketState, TicketStatus
 
 
 def effective(own: TicketStatus, rendered: TicketStatus | None) -> TicketStatus:
@@ -29,3 +33,27 @@ async def order_ticket_statuses(order_id: str) -> dict[str, TicketStatus]:
     states = await TicketState.get_pymongo_collection().find({"order_id": order_id}, {"status": 1}).to_list()
     rendered = {s["_id"]: s["status"] for s in states}
     return {t["_id"]: effective(t["status"], rendered.get(t["_id"])) for t in own}
+
+
+async def order_outcome(redis: Redis, order: Order) -> tuple[OrderStatus, int, int]:
+    """``(status, rendered, failed)`` of an order: its own status once cancelled
+    (or still processing), the live Redis counters while its progress hash
+    lives, else the projector's ``OrderState``."""
+    live = {as_text(k): as_text(v) for k, v in (await redis.hgetall(streams.order_progress(order.id))).items()}
+    if live:
+        rendered, failed = int(live.get("rendered", 0)), int(live.get("failed", 0))
+        status: OrderStatus = "processing"
+        if "completed" in live:
+            state = await OrderState.get(order.id)
+            status = state.status if state is not None else completed_status(rendered, failed)
+    else:
+        state = await OrderState.get(order.id)
+        status, rendered, failed = (state.status, state.rendered, state.failed) if state else ("processing", 0, 0)
+    return ("cancelled" if order.status == "cancelled" else status), rendered, failed
+
+
+def completed_status(rendered: int, failed: int) -> OrderStatus:
+    """An order with every ticket final: its status from the counters."""
+    if failed == 0:
+        return "completed"
+    return "failed" if rendered == 0 else "partially_failed"
