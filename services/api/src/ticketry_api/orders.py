@@ -61,6 +61,8 @@ from ticketry_api.schemas import OrderIn
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 SWEEP_BATCH = 500
+EVENT_CACHE_SIZE = 1024
+_events: dict[str, Event] = {}
 
 
 def request_hash(body: OrderIn) -> str:
@@ -92,7 +94,7 @@ async def place_order(
 
     if not is_valid_id(body.event_id, "ev"):
         raise Problem(404, "event not found")
-    event = await Event.get(body.event_id)
+    event = await event_of(body.event_id)
     if event is None:
         raise Problem(404, "event not found")
 
@@ -119,6 +121,20 @@ async def place_order(
         request_hash=digest,
     )
     return await record(redis, keyring, event, order)
+
+
+async def event_of(event_id: str) -> Event | None:
+    """The event, from this process's cache when seen before: events never
+    change once created (there is no update route), and this saves a store read
+    per order."""
+    if (cached := _events.get(event_id)) is not None:
+        return cached
+    event = await Event.get(event_id)
+    if event is not None:
+        if len(_events) >= EVENT_CACHE_SIZE:
+            _events.pop(next(iter(_events)))  # the oldest entry
+        _events[event_id] = event
+    return event
 
 
 async def record(redis: Redis, keyring: Keyring, event: Event, order: Order) -> Order:
@@ -213,7 +229,7 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
     for raw in stale:
         member = as_text(raw)
         order_id, event_id, quantity = member.split(" ")
-        event = await Event.get(event_id)
+        event = await event_of(event_id)
         order = await Order.get(order_id)
         if event is not None and order is not None and order.status != "abandoned":
             rows = await Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1}).to_list()

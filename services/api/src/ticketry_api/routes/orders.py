@@ -6,14 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header
 from ticketry.auth import Principal
-from ticketry.documents import Checkin, Event, Order, Ticket
+from ticketry.documents import Checkin, Order, Ticket
 from ticketry.ids import is_valid_id
 
 from ticketry_api import capacity
 from ticketry_api.deps import AnyUser, State, rate_limited
 from ticketry_api.errors import Problem, problems
-from ticketry_api.orders import place_order
-from ticketry_api.readmodel import order_ticket_statuses
+from ticketry_api.orders import event_of, place_order
+from ticketry_api.readmodel import order_outcome, order_ticket_statuses
 from ticketry_api.schemas import CancelOut, OrderAccepted, OrderIn, OrderOut, TicketRef
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
@@ -70,13 +70,14 @@ async def is_cancelled(order_id: str) -> bool:
 async def get_order(order_id: str, who: AnyUser, state: State) -> OrderOut:
     order = await owned_order(order_id, who)
     statuses = await order_ticket_statuses(order.id)
+    status, rendered, failed = await order_outcome(state.redis, order)
     return OrderOut(
         id=order.id,
         event_id=order.event_id,
-        status=order.status,
+        status=status,
         total=order.quantity,
-        rendered=order.rendered,
-        failed=order.failed,
+        rendered=rendered,
+        failed=failed,
         tickets=[
             TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf") for t in order.ticket_ids
         ],
@@ -94,7 +95,7 @@ async def cancel_order(order_id: str, who: AnyUser) -> CancelOut:
         used = await Checkin.get_pymongo_collection().find_one({"_id": {"$in": order.ticket_ids}}, {"_id": 1})
         if used is not None:
             raise Problem(409, "already used", "a ticket of this order has been checked in")
-        event = await Event.get(order.event_id)
+        event = await event_of(order.event_id)
         if event is None:  # pragma: no cover - events are never deleted
             raise Problem(404, "order not found")
         # Release first: it is the once-only record check-in trusts; the two
