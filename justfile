@@ -34,7 +34,7 @@ test *ARGS: bootstrap
 lint:
     uv run --frozen ruff check .
     uv run --frozen ruff format --check .
-    uv run --frozen mypy shared/src services/api/src services/renderer/src services/notifier/src services/scaler/src infra/devstack/src
+    uv run --frozen mypy shared/src services/api/src services/renderer/src services/notifier/src services/scaler/src infra/devstack/src bench
 
 # Benchmarks: start the real stack, run each scenario, print one table.
 [group('check')]

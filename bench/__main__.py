@@ -1,11 +1,12 @@
 """``just bench``: baselines and end-to-end scenarios of issue 6, one table.
 
-    uv run --frozen python -m bench [--quick] [--runs N] [--quantity N]
+    uv run --frozen python -m bench [--quick] [--runs N] [--quantity N] [--post-rates 100,200]
 
 Starts its own stack (Redis, FerretDB, api, notifier, one renderer per core)
 under a temporary directory, prints ``figure | value | target/baseline | ratio``
 and writes ``bench/results/bench-<time>.json``. Medians over ``--runs`` (3;
-``--quick`` = 1 run and smaller baseline samples).
+``--quick`` = 1 run and smaller baseline samples, no scaler curve). Last, the
+scaler curve of issue 4 (``bench/scaler_curve.py``, its own stack, ~3.5 min).
 """
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ticketry_devstack.procs import start_stack
 
-from bench import baselines, scenarios
+from bench import baselines, scaler_curve, scenarios
 
 RESULTS = Path(__file__).parent / "results"
 
 
-def med(values: list[float | None]) -> float | None:
+def med(values: Sequence[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
 
@@ -44,7 +46,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--quantity", type=int, default=10_000)
     ap.add_argument("--probes", type=int, default=5, help="VIP / small orders per big order")
-    ap.add_argument("--post-rate", type=float, default=200.0)
+    ap.add_argument("--post-rates", default="100,200", help="open-loop POST /v1/orders rates, per second")
+    ap.add_argument("--no-scaler-curve", action="store_true")
     ap.add_argument("--post-seconds", type=float, default=10.0)
     args = ap.parse_args()
     runs = 1 if args.quick else args.runs
@@ -66,7 +69,8 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="ticketry-bench-"))
     stack = start_stack(root, renderers=workers)
     big: list[dict[str, Any]] = []
-    post: list[dict[str, Any]] = []
+    rates = [float(r) for r in args.post_rates.split(",") if r]
+    post: dict[float, list[dict[str, Any]]] = {r: [] for r in rates}
     try:
 
         async def go() -> None:
@@ -82,21 +86,29 @@ def main() -> int:
                 print({k: v for k, v in b.items() if k not in ("rss_mb", "final")}, flush=True)
             # POST load last: overloading FerretDB 1.24 (SQLite) can stall it, which
             # must not cost the other figures.
-            for i in range(runs):
-                print(f"run {i + 1}/{runs}: POST /v1/orders at {args.post_rate:.0f}/s …", flush=True)
-                try:
-                    post.append(await scenarios.post_latency(stack, args.post_rate, args.post_seconds))
-                except Exception as exc:
-                    out.setdefault("errors", []).append(f"post load: {type(exc).__name__}: {exc}"[:300])
-                    continue
-                print(post[-1], flush=True)
+            for rate in rates:
+                for i in range(runs):
+                    print(f"run {i + 1}/{runs}: POST /v1/orders at {rate:.0f}/s …", flush=True)
+                    try:
+                        post[rate].append(await scenarios.post_latency(stack, rate, args.post_seconds))
+                    except Exception as exc:
+                        out.setdefault("errors", []).append(f"post load: {type(exc).__name__}: {exc}"[:300])
+                        continue
+                    print(post[rate][-1], flush=True)
 
         asyncio.run(go())
     finally:
         stack.stop()
         shutil.rmtree(root, ignore_errors=True)
     out["big_orders"] = big
-    out["post"] = post
+    out["post"] = {f"{r:g}": v for r, v in post.items()}
+    curve: dict[str, Any] | None = None
+    if not (args.quick or args.no_scaler_curve):
+        print("scaler curve: 3,000-ticket order, min 1, max 4 …", flush=True)
+        try:
+            curve = out["scaler_curve"] = scaler_curve.run()["summary"]
+        except Exception as exc:
+            out.setdefault("errors", []).append(f"scaler curve: {type(exc).__name__}: {exc}"[:300])
     for err in out.get("errors", []):
         print("scenario failed:", err)
 
@@ -120,19 +132,27 @@ def main() -> int:
         ("first ticket after 202, p50 (ms)", fmt(med([b["first_ticket_ms"] for b in big])), "≤ 150", ""),
         ("WebSocket push after render event, p99 (ms)", fmt(med([b["push_p99_ms"] for b in big])), "≤ 50", ""),
         ("WebSocket push after render event, p50 (ms)", fmt(med([b["push_p50_ms"] for b in big])), "", ""),
-        (f"POST /v1/orders 1 ticket at {args.post_rate:.0f}/s, p99 (ms)", fmt(med([p["p99_ms"] for p in post])),
-         "≤ 50", ""),
-        (f"POST /v1/orders 1 ticket at {args.post_rate:.0f}/s, p50 (ms)", fmt(med([p["p50_ms"] for p in post])),
-         "", ""),
-        ("  refused or timed out / sent",
-         f"{sum(p['refused'] for p in post)} / {sum(p['sent'] for p in post)}", "", ""),
-        ("  orders accepted per second", fmt(med([p.get("accepted_per_s") for p in post])), "200", ""),
+        *[row for r, ps in post.items() for row in (
+            (f"POST /v1/orders 1 ticket at {r:.0f}/s, p99 / p50 (ms)",
+             f"{fmt(med([p['p99_ms'] for p in ps]))} / {fmt(med([p['p50_ms'] for p in ps]))}",
+             "p99 ≤ 50 at 200/s", ""),
+            (f"  at {r:.0f}/s: accepted per second; refused or timed out / sent",
+             f"{fmt(med([p.get('accepted_per_s') for p in ps]))}; "
+             f"{sum(p['refused'] for p in ps)} / {sum(p['sent'] for p in ps)}", "", ""),
+        )],
         ("VIP 1-ticket during 10k order, first ticket p50 (ms)",
          fmt(med([v for b in big for v in b["vip_first_ms"]])), "≤ 150", ""),
         ("standard 2-ticket during 10k order, completed p50 (ms)",
          fmt(med([v for b in big for v in b["small_done_ms"]])), "≤ 1000", ""),
         ("renderer RSS max over the runs (MB)", fmt(rss_max), "≤ 250", ""),
         ("renderer RSS trend, last vs 2nd quarter (MB)", fmt(max(trend) if trend else None), "≈ 0", ""),
+        *([] if curve is None else [
+            ("scaler: 3,000 tickets, first scale-up decision / extra renderer live (s)",
+             f"{fmt(curve.get('first_scale_up_decision_s'))} / {fmt(curve.get('first_extra_renderer_live_s'))}",
+             "rise ≤ 10", ""),
+            ("scaler: order completed / back at min (s)",
+             f"{fmt(curve.get('completed_s'))} / {fmt(curve.get('back_to_min_live_s'))}", "", ""),
+        ]),
     ]  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     head = ("figure", "value", "target / baseline", "ratio")
