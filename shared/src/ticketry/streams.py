@@ -25,8 +25,8 @@ Keys
     Live counters, updated atomically with each ticket event. TTL ``PROGRESS_TTL_S``.
 ``ticketry:order:{id}:done`` (set of ticket ids with a final event)
     Makes each ticket's final event exactly-once. TTL ``PROGRESS_TTL_S``.
-``ticketry:idem:{user}:{key}`` (string: order id + body hash)
-    Idempotency-Key → order. TTL ``IDEMPOTENCY_TTL_S``.
+``ticketry:idem:{user}:{key}`` (string: order id)
+    Idempotency-Key → order, set with the render requests. TTL ``IDEMPOTENCY_TTL_S``.
 ``ticketry:renderer:{consumer}`` (hash: pid, host, rate, busy, rendered, started)
     Renderer heartbeat; TTL ``HEARTBEAT_TTL_S`` so a dead renderer disappears.
     ``rate`` is capacity (tickets per busy second), ``busy`` the share of the last

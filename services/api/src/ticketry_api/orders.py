@@ -87,9 +87,12 @@ async def place_order(
         raise Problem(422, "quantity too large", f"at most {max_quantity} tickets per order")
     digest = request_hash(body)
     idem = f"{principal.sub}:{idempotency_key}" if idempotency_key else None
-    if idem is not None:
-        existing = await Order.find_one({"idem": idem})
-        if existing is not None:
+    if idempotency_key:
+        # Redis maps a key to its order once enqueued (by _id: no scan of the
+        # orders on FerretDB). A miss is not proof, the unique ``idem`` index is:
+        # a repeat the map does not know yet loses at the insert (``record``).
+        known = await redis.get(streams.idempotency(principal.sub, idempotency_key))
+        if known is not None and (existing := await Order.get(as_text(known))) is not None:
             return await _replay(redis, existing, digest)
 
     if not is_valid_id(body.event_id, "ev"):
@@ -205,6 +208,9 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event, ti
             )
             pipe.xadd(lane, req.to_fields())  # type: ignore[arg-type]
         pipe.zrem(streams.ORDERS_IN_FLIGHT, streams.in_flight_member(order.id, event.id, order.quantity))
+        if order.idempotency_key is not None:
+            key = streams.idempotency(order.owner_id, order.idempotency_key)
+            pipe.set(key, order.id, ex=streams.IDEMPOTENCY_TTL_S)
         await pipe.execute()
 
 
