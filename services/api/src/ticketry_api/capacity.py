@@ -85,9 +85,3 @@ async def reserved(order_id: str) -> bool:
     """True if ``order_id`` ever took tickets (the outbox sweep asks, rarely)."""
     col = Reservation.get_pymongo_collection()
     return await col.find_one({"tag": f"reserve:{order_id}"}, {"_id": 1}) is not None
-
-
-async def released(order_id: str) -> bool:
-    """True once ``order_id``'s tickets were given back (cancelled)."""
-    col = Reservation.get_pymongo_collection()
-    return await col.find_one({"tag": f"release:{order_id}"}, {"_id": 1}) is not None

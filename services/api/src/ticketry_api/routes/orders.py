@@ -60,10 +60,12 @@ async def owned_order(order_id: str, who: Principal) -> Order:
 
 
 async def is_cancelled(order_id: str) -> bool:
-    """True once the order's capacity was released. That ledger entry is a
-    unique insert (``capacity.release``), so it is the authority on cancellation,
-    whatever the read models say."""
-    return await capacity.released(order_id)
+    """True once the order was cancelled (or never was a real order). Read by
+    ``_id``: each check-in asks, and on FerretDB v1 any other filter decodes the
+    whole collection. The status is set before the tickets go back (see
+    ``cancel_order``), so a ticket whose seat was returned never admits."""
+    raw = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"status": 1})
+    return raw is None or raw.get("status") in ("cancelled", "abandoned")
 
 
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422))
@@ -95,12 +97,14 @@ async def cancel_order(order_id: str, who: AnyUser) -> CancelOut:
         used = await Checkin.get_pymongo_collection().find_one({"_id": {"$in": order.ticket_ids}}, {"_id": 1})
         if used is not None:
             raise Problem(409, "already used", "a ticket of this order has been checked in")
-        event = await event_of(order.event_id)
-        if event is None:  # pragma: no cover - events are never deleted
-            raise Problem(404, "order not found")
-        # Release first: it is the once-only record check-in trusts; the two
-        # read-model updates below are repeated by a retried cancel if we crash.
-        await capacity.release(event, order.id, order.quantity)
-        await Ticket.get_pymongo_collection().update_many({"order_id": order.id}, {"$set": {"status": "revoked"}})
+        # The status first: it is what check-in trusts. A crash after it leaves
+        # seats not yet returned (a retried cancel finishes below), never a
+        # returned seat whose ticket still admits.
         await Order.get_pymongo_collection().update_one({"_id": order.id}, {"$set": {"status": "cancelled"}})
+    event = await event_of(order.event_id)
+    if event is None:  # pragma: no cover - events are never deleted
+        raise Problem(404, "order not found")
+    # Both once-only or idempotent, so every (re)try runs them.
+    await capacity.release(event, order.id, order.quantity)
+    await Ticket.get_pymongo_collection().update_many({"order_id": order.id}, {"$set": {"status": "revoked"}})
     return CancelOut(id=order.id, status="cancelled", revoked=order.quantity)
