@@ -67,7 +67,8 @@ class Fold:
 
     def add(self, ev: TicketEvent) -> None:
         if ev.type in ("ticket.rendered", "ticket.failed") and ev.ticket_id:
-            self.states[ev.ticket_id] = TicketState(
+            # model_construct: no beanie initialisation needed, so the fold stays pure.
+            self.states[ev.ticket_id] = TicketState.model_construct(
                 id=ev.ticket_id,
                 order_id=ev.order_id,
                 status="rendered" if ev.type == "ticket.rendered" else "failed",
@@ -78,7 +79,7 @@ class Fold:
             key = event_key(ev.id)
             cur = self.outcomes.get(ev.order_id)
             if cur is None or key > cur["last_event"]:
-                self.outcomes[ev.order_id] = OrderState(
+                self.outcomes[ev.order_id] = OrderState.model_construct(
                     id=ev.order_id, status=completed_status(ev.rendered, ev.failed),
                     total=ev.total, rendered=ev.rendered, failed=ev.failed, last_event=key,
                 ).model_dump(by_alias=True)  # fmt: skip
@@ -98,7 +99,7 @@ async def insert_outcomes(docs: list[dict[str, Any]]) -> None:
     """Insert order outcomes in one batch. A duplicate is a replay (nothing to
     do) or a second completion after a re-drive (newer: replace the counters)."""
     col = OrderState.get_pymongo_collection()
-    for doc in _duplicates(await _insert_many(col, docs), docs):
+    for doc in await _insert_new(col, docs):
         current = await col.find_one({"_id": doc["_id"]}, {"last_event": 1})
         if current is not None and current["last_event"] < doc["last_event"]:
             await col.update_one({"_id": doc["_id"]}, {"$set": {k: v for k, v in doc.items() if k != "_id"}})
@@ -112,7 +113,7 @@ async def insert_states(docs: list[dict[str, Any]]) -> None:
     one transition that needs an update; rare).
     """
     col = TicketState.get_pymongo_collection()
-    for doc in _duplicates(await _insert_many(col, docs), docs):
+    for doc in await _insert_new(col, docs):
         if doc["status"] == "rendered":
             current = await col.find_one({"_id": doc["_id"]}, {"status": 1})
             if current is not None and current["status"] == "failed":
@@ -121,20 +122,16 @@ async def insert_states(docs: list[dict[str, Any]]) -> None:
                 )
 
 
-async def _insert_many(col: Any, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``insert_many`` that returns its duplicate-key errors instead of raising them."""
+async def _insert_new(col: Any, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Insert ``docs`` in one batch; the ones whose ``_id`` already existed."""
     try:
         await col.insert_many(docs, ordered=False)
     except BulkWriteError as exc:
         errors: list[dict[str, Any]] = exc.details.get("writeErrors", [])
         if any(err.get("code") != DUPLICATE_KEY for err in errors):
             raise
-        return errors
+        return [docs[err["index"]] for err in errors]
     return []
-
-
-def _duplicates(errors: list[dict[str, Any]], docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [docs[err["index"]] for err in errors]
 
 
 async def fold_and_ack(redis: Redis, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
