@@ -419,6 +419,36 @@ async def test_cancel_after_check_in_is_refused(api: httpx.AsyncClient, token: T
     assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"] == 2
 
 
+async def test_cancel_racing_a_scan_never_both_succeed(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    # Given 12 one-ticket orders whose buyer cancels while the ticket is scanned
+    org, buyer, staff = token("org-r", "organizer"), token("buyer-r", "buyer"), token("staff-r", "staff")
+    event = await create_event(api, org, capacity=12)
+    orders = [(await place_order(api, buyer, event["id"], 1)).json() for _ in range(12)]
+    codes = [(await codes_of(api, o, buyer))[0] for o in orders]
+
+    async def race(order: dict[str, Any], code: str) -> tuple[int, int]:
+        cancel, scan = await asyncio.gather(
+            api.post(f"/v1/orders/{order['id']}/cancel", headers=bearer(buyer)),
+            api.post("/v1/checkins", json={"code": code}, headers=bearer(staff)),
+        )
+        return cancel.status_code, scan.status_code
+
+    results = [await race(o, c) for o, c in zip(orders, codes, strict=True)]
+    print(f"\nRACE (cancel, scan) {results}")
+    # Then no ticket both admitted someone and gave its seat back
+    assert all(not (c == 200 and s == 200) for c, s in results), results
+    admitted = sum(s == 200 for _, s in results)
+    cancelled = sum(c == 200 for c, _ in results)
+    assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"] == 12 - cancelled
+    # And what each side answered is what the records say afterwards
+    for order, code, (c, s) in zip(orders, codes, results, strict=True):
+        again = await api.post("/v1/checkins", json={"code": code}, headers=bearer(staff))
+        assert again.status_code == (409 if s == 200 else 404 if c == 200 else again.status_code), (c, s, again.text)
+        got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()
+        assert (got["status"] == "cancelled") == (c == 200)
+    assert admitted + cancelled >= 1
+
+
 async def test_rotation_keeps_issued_codes_valid_and_scanners_verify_offline(
     api: httpx.AsyncClient, world: World, token: TokenFactory
 ) -> None:

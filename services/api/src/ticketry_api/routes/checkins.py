@@ -51,6 +51,13 @@ async def check_in(
         first = await Checkin.get(ticket_id)
         await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result="already_checked_in").insert()
         raise Problem(409, "already checked in", f"checked in at {first.at if first else 'an earlier scan'}") from None
+    if await is_cancelled(ticket.order_id):
+        # Cancelled since the look above. A scan and a cancel each write first
+        # and look second, so at least one sees the other and backs off; never
+        # both succeed (see routes.orders.cancel_order).
+        await Checkin.get_pymongo_collection().delete_one({"_id": ticket_id})
+        await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result="refused").insert()
+        raise _unknown()
     await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result="accepted", at=now).insert()
     # The read model's status; the Checkin document stays the authority.
     await Ticket.get_pymongo_collection().update_one(

@@ -59,6 +59,11 @@ async def owned_order(order_id: str, who: Principal) -> Order:
     return order
 
 
+async def _checked_in(order: Order) -> bool:
+    col = Checkin.get_pymongo_collection()
+    return await col.find_one({"_id": {"$in": order.ticket_ids}}, {"_id": 1}) is not None
+
+
 async def is_cancelled(order_id: str) -> bool:
     """True once the order was cancelled (or never was a real order). Read by
     ``_id``: each check-in asks, and on FerretDB v1 any other filter decodes the
@@ -94,13 +99,20 @@ async def cancel_order(order_id: str, who: AnyUser) -> CancelOut:
     its tickets has been checked in."""
     order = await owned_order(order_id, who)
     if order.status != "cancelled":
-        used = await Checkin.get_pymongo_collection().find_one({"_id": {"$in": order.ticket_ids}}, {"_id": 1})
-        if used is not None:
-            raise Problem(409, "already used", "a ticket of this order has been checked in")
+        used = Problem(409, "already used", "a ticket of this order has been checked in")
+        if await _checked_in(order):
+            raise used
         # The status first: it is what check-in trusts. A crash after it leaves
         # seats not yet returned (a retried cancel finishes below), never a
         # returned seat whose ticket still admits.
-        await Order.get_pymongo_collection().update_one({"_id": order.id}, {"$set": {"status": "cancelled"}})
+        col = Order.get_pymongo_collection()
+        await col.update_one({"_id": order.id}, {"$set": {"status": "cancelled"}})
+        # A scan may have admitted a ticket since the look above. Both sides
+        # write first and look second, so at least one sees the other and backs
+        # off (see routes.checkins.check_in); never both succeed.
+        if await _checked_in(order):
+            await col.update_one({"_id": order.id}, {"$set": {"status": order.status}})
+            raise used
     event = await event_of(order.event_id)
     if event is None:  # pragma: no cover - events are never deleted
         raise Problem(404, "order not found")
