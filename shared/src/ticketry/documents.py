@@ -14,9 +14,11 @@ from beanie import Document
 from pydantic import Field
 
 TicketStatus = Literal["queued", "rendered", "failed", "checked_in", "revoked"]
+# What buyers see (CONTRACT.md, plus ``cancelled``).
+PublicOrderStatus = Literal["processing", "completed", "partially_failed", "failed", "cancelled"]
 # ``abandoned``: a tombstone the outbox sweep writes for a reservation whose order
-# never got recorded (see ``ticketry_api.orders``); it has no owner and no tickets.
-OrderStatus = Literal["processing", "completed", "partially_failed", "failed", "cancelled", "abandoned"]
+# never got recorded (see ``ticketry_api.orders``); no owner, no tickets, never shown.
+OrderStatus = Literal[PublicOrderStatus, "abandoned"]
 
 
 def utcnow() -> datetime:
@@ -116,7 +118,7 @@ class OrderState(Document):
     """
 
     id: str  # type: ignore[assignment]  # order id
-    status: OrderStatus
+    status: PublicOrderStatus
     total: int
     rendered: int
     failed: int

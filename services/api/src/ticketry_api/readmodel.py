@@ -11,7 +11,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.db import as_text
-from ticketry.documents import Checkin, Order, OrderState, OrderStatus, Ticket, TicketState, TicketStatus
+from ticketry.documents import Checkin, Order, OrderState, PublicOrderStatus, Ticket, TicketState, TicketStatus
 
 
 def effective(own: TicketStatus, rendered: TicketStatus | None) -> TicketStatus:
@@ -35,14 +35,14 @@ async def order_ticket_statuses(order_id: str) -> dict[str, TicketStatus]:
     return {t["_id"]: effective(t["status"], rendered.get(t["_id"])) for t in own}
 
 
-async def order_outcome(redis: Redis, order: Order) -> tuple[OrderStatus, int, int]:
+async def order_outcome(redis: Redis, order: Order) -> tuple[PublicOrderStatus, int, int]:
     """``(status, rendered, failed)`` of an order: its own status once cancelled
     (or still processing), the live Redis counters while its progress hash
     lives, else the projector's ``OrderState``."""
     live = {as_text(k): as_text(v) for k, v in (await redis.hgetall(streams.order_progress(order.id))).items()}
     if live:
         rendered, failed = int(live.get("rendered", 0)), int(live.get("failed", 0))
-        status: OrderStatus = "processing"
+        status: PublicOrderStatus = "processing"
         if "completed" in live:
             state = await OrderState.get(order.id)
             status = state.status if state is not None else completed_status(rendered, failed)
@@ -52,7 +52,7 @@ async def order_outcome(redis: Redis, order: Order) -> tuple[OrderStatus, int, i
     return ("cancelled" if order.status == "cancelled" else status), rendered, failed
 
 
-def completed_status(rendered: int, failed: int) -> OrderStatus:
+def completed_status(rendered: int, failed: int) -> PublicOrderStatus:
     """An order with every ticket final: its status from the counters."""
     if failed == 0:
         return "completed"

@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
-from ticketry.documents import OrderStatus, TicketStatus
+from ticketry.documents import PublicOrderStatus, TicketStatus
 
 # Control (incl. newlines, NUL), format (bidi overrides, zero-width), surrogate,
 # private-use and unassigned code points: none belongs on a printed ticket.
@@ -89,7 +89,7 @@ class TicketRef(BaseModel):
 class OrderOut(BaseModel):
     id: str
     event_id: str
-    status: OrderStatus
+    status: PublicOrderStatus
     total: int
     rendered: int
     failed: int
