@@ -98,10 +98,11 @@ async def cancel_order(order_id: str, who: AnyUser) -> CancelOut:
     give the tickets back to the event. Idempotent; refused (409) once any of
     its tickets has been checked in."""
     order = await owned_order(order_id, who)
+    used = Problem(409, "already used", "a ticket of this order has been checked in")
+    # Also on a retried cancel: never return the seat of an admitted ticket.
+    if await _checked_in(order):
+        raise used
     if order.status != "cancelled":
-        used = Problem(409, "already used", "a ticket of this order has been checked in")
-        if await _checked_in(order):
-            raise used
         # The status first: it is what check-in trusts. A crash after it leaves
         # seats not yet returned (a retried cancel finishes below), never a
         # returned seat whose ticket still admits.
