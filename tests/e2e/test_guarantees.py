@@ -72,8 +72,8 @@ async def test_order_recorded_but_never_enqueued_is_swept(
         await db_of(mongo).orders.insert_one(
             {
                 "_id": order_id, "owner_id": buyer_id, "event_id": event["id"], "quantity": 4,
-                "tier": "standard", "holder_name": "Grace Hopper", "status": "processing", "rendered": 0,
-                "failed": 0, "ticket_ids": tickets, "idempotency_key": None,
+                "tier": "standard", "holder_name": "Grace Hopper", "status": "processing",
+                "ticket_ids": tickets, "idempotency_key": None,
                 "idem": f"auto:{order_id}", "request_hash": "x",
                 "created_at": datetime.now(UTC) - timedelta(minutes=5),
             }
