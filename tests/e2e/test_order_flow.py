@@ -8,7 +8,10 @@ import io
 import httpx
 import pypdf
 import pytest
+from ticketry import streams
+from ticketry_devstack.procs import Stack
 
+from tests.chaos.support import redis_of, wait_until
 from tests.conftest import TokenFactory
 from tests.helpers import bearer, collect_progress, create_event, decode_qr, place_order
 
@@ -111,3 +114,30 @@ async def test_unknown_event_and_bad_body(api: httpx.AsyncClient, token: TokenFa
         "/v1/orders", content=b"{not json", headers={**bearer(buyer), "content-type": "application/json"}
     )
     assert r.status_code == 422
+
+
+async def test_snapshot_after_the_live_counters_expired(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    # Given a completed 2-ticket order whose Redis progress hash has expired
+    buyer = token("snapshot-buyer", "buyer")
+    event = await create_event(api, token("snapshot-org", "organizer"), capacity=5)
+    order = (await place_order(api, buyer, event["id"], 2)).json()
+    await collect_progress(order["progress_url"], buyer)
+    redis = redis_of(stack)
+    try:
+
+        async def projected() -> bool:
+            got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()
+            return bool(got["status"] == "completed")
+
+        await wait_until(projected, 60)
+        await redis.delete(streams.order_progress(order["id"]))
+    finally:
+        await redis.aclose()
+    # Then the socket's snapshot and the API both answer from the projected outcome
+    (snapshot,) = await collect_progress(order["progress_url"], buyer, after=None, stop_after=1)
+    assert snapshot["type"] == "snapshot"
+    assert (snapshot["total"], snapshot["rendered"], snapshot["failed"], snapshot["completed"]) == (2, 2, 0, True)
+    got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()
+    assert (got["status"], got["rendered"], got["failed"]) == ("completed", 2, 0)

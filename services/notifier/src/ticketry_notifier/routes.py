@@ -13,7 +13,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ticketry import streams
 from ticketry.auth import AuthError, TokenVerifier
 from ticketry.db import as_text, entries_of
-from ticketry.documents import Order
+from ticketry.documents import Order, OrderState
 from ticketry.events import DecodeError, decode_ticket_event
 from ticketry.ids import is_valid_id
 
@@ -138,12 +138,16 @@ async def _owner(hub: Hub, order_id: str) -> str | None:
 
 
 async def _snapshot_from_db(order_id: str) -> dict[str, str]:
+    """The snapshot once the order's progress hash has expired: its outcome as
+    the projector recorded it (``OrderState``; none yet means still rendering)."""
     order = await Order.get(order_id)
     if order is None:
         return {}
+    state = await OrderState.get(order_id)
+    if state is None:
+        return {"total": str(order.quantity)}
     return {
-        "total": str(order.quantity), "rendered": str(order.rendered), "failed": str(order.failed),
-        "completed": "1" if order.status != "processing" else "",
+        "total": str(state.total), "rendered": str(state.rendered), "failed": str(state.failed), "completed": "1",
     }  # fmt: skip
 
 
