@@ -82,6 +82,7 @@ class TicketEvent(_Message):
     occurred_at: datetime
     reason: str | None = None
     correlation_id: str = ""
+    traceparent: str = ""
 
     def to_ws(self) -> dict[str, object]:
         """The WebSocket message of CONTRACT.md."""
@@ -108,6 +109,7 @@ def event_fields(
     ticket_id: str,
     reason: str | None = None,
     correlation_id: str = "",
+    traceparent: str = "",
 ) -> list[str]:
     """Field/value list of a ticket event, without the counters.
 
@@ -125,6 +127,8 @@ def event_fields(
     ]  # fmt: skip
     if reason is not None:
         fields += ["reason", reason[:500]]
+    if traceparent:
+        fields += ["traceparent", traceparent]
     return fields
 
 
@@ -146,6 +150,7 @@ def decode_ticket_event(entry_id: bytes | str, fields: Mapping[bytes, bytes]) ->
                 "occurred_at": data["occurred_at"],
                 "reason": data.get("reason"),
                 "correlation_id": data.get("correlation_id", ""),
+                "traceparent": data.get("traceparent", ""),
             }
         )
     except (KeyError, ValueError, UnicodeDecodeError, ValidationError) as exc:

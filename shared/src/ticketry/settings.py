@@ -31,6 +31,8 @@ class CommonSettings(JwtSettings):
     storage_dir: Path = Path(".data/tickets")
     keys_dir: Path = Path(".data/keys")
     log_level: str = "INFO"
+    # Finished trace spans as JSON lines (see ticketry.tracing); OTLP via OTEL_* vars.
+    trace_file: Path | None = None
     render_max_attempts: int = Field(default=5, ge=1)
     max_tickets_per_order: int = Field(default=10_000, ge=1)
 

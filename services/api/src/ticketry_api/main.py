@@ -16,6 +16,7 @@ from ticketry.db import connect_mongo, connect_redis, ensure_groups
 from ticketry.emit import Emitter
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
+from ticketry.tracing import setup_tracing
 
 from ticketry_api import errors
 from ticketry_api.config import ApiSettings
@@ -87,6 +88,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 def run() -> None:
     settings = ApiSettings()
     setup_logging("api", settings.log_level)
+    setup_tracing("api", settings.trace_file)
     uvicorn.run(
         create_app(settings),
         host=settings.api_host,

@@ -53,6 +53,7 @@ from ticketry.db import as_text
 from ticketry.documents import Event, Order, Ticket
 from ticketry.events import RenderRequest
 from ticketry.ids import is_valid_id, new_id
+from ticketry.tracing import current_traceparent
 
 from ticketry_api import capacity
 from ticketry_api.errors import Problem
@@ -184,6 +185,7 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event, ti
     in-flight entry, in one MULTI/EXEC. Safe to repeat (the outbox sweep does)."""
     lane = streams.render_lane(order.tier, order.quantity)
     price = str(price_of(event))
+    traceparent = current_traceparent()
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hset(
             streams.order_progress(order.id),
@@ -205,6 +207,7 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event, ti
                 code=keyring.sign(tid),
                 total=order.quantity,
                 correlation_id=order.id,
+                traceparent=traceparent,
             )
             pipe.xadd(lane, req.to_fields())  # type: ignore[arg-type]
         pipe.zrem(streams.ORDERS_IN_FLIGHT, streams.in_flight_member(order.id, event.id, order.quantity))

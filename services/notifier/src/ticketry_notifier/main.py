@@ -11,6 +11,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 from ticketry.db import connect_mongo, connect_redis
 from ticketry.telemetry import setup_logging
+from ticketry.tracing import setup_tracing
 
 from ticketry_notifier import routes
 from ticketry_notifier.config import NotifierSettings
@@ -50,6 +51,7 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
 def run() -> None:
     settings = NotifierSettings()
     setup_logging("notifier", settings.log_level)
+    setup_tracing("notifier", settings.trace_file)
     uvicorn.run(
         create_app(settings),
         host=settings.notifier_host,

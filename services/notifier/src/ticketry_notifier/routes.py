@@ -14,13 +14,15 @@ from ticketry import streams
 from ticketry.auth import AuthError, TokenVerifier
 from ticketry.db import as_text, entries_of
 from ticketry.documents import Order, OrderState
-from ticketry.events import DecodeError, decode_ticket_event
+from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.ids import is_valid_id
+from ticketry.tracing import context_from, tracer
 
 from ticketry_notifier.config import NotifierSettings
 from ticketry_notifier.hub import Hub, stream_id_key
 
 log = logging.getLogger(__name__)
+_TRACER = tracer(__name__)
 
 CONNECTIONS = Gauge("ticketry_notifier_connections", "Open progress WebSockets")
 
@@ -103,7 +105,7 @@ async def progress(ws: WebSocket) -> None:
                     return
                 if stream_id_key(ev.id) <= sent_upto:
                     continue
-                await ws.send_bytes(orjson.dumps(ev.to_ws()))
+                await _push(ws, ev)
         finally:
             closed.cancel()
     except WebSocketDisconnect:
@@ -111,6 +113,16 @@ async def progress(ws: WebSocket) -> None:
     finally:
         hub.unsubscribe(sub)
         CONNECTIONS.dec()
+
+
+async def _push(ws: WebSocket, ev: TicketEvent) -> None:
+    """Send one live event; a traced ticket's trace ends here, at the buyer's socket."""
+    if not ev.traceparent:
+        await ws.send_bytes(orjson.dumps(ev.to_ws()))
+        return
+    attributes = {"order.id": ev.order_id, "ticket.id": ev.ticket_id or "", "event.type": ev.type}
+    with _TRACER.start_as_current_span("progress.push", context=context_from(ev.traceparent), attributes=attributes):
+        await ws.send_bytes(orjson.dumps(ev.to_ws()))
 
 
 async def _until_closed(ws: WebSocket) -> None:

@@ -40,6 +40,7 @@ from ticketry.emit import Emitter
 from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
 from ticketry.storage import pdf_path, sync_storage, write_atomic
 from ticketry.tasks import pause
+from ticketry.tracing import context_from, current_traceparent, tracer
 
 from ticketry_renderer import metrics
 from ticketry_renderer.config import RendererSettings
@@ -47,6 +48,7 @@ from ticketry_renderer.rate import RateMeter, utilisation
 from ticketry_renderer.render import Design, render_ticket
 
 log = logging.getLogger(__name__)
+_TRACER = tracer(__name__)
 
 
 class RenderTimeout(Exception):
@@ -157,34 +159,39 @@ class Worker:
                     reason = f"invalid ids: {exc}"
                     await self._dead_letter(pipe, lane, entry_id, req.to_fields(), reason, [reason], ack=True)
                     continue
-                # is_file, not exists: a stray directory at the path is a storage fault, not a PDF.
-                if not (req.ticket_id in done.get(req.order_id, ()) or path.is_file()):
-                    touched = await self._keep_alive(lane, [e for e, _ in decoded[i:]], touched)
-                    try:
-                        with time_limit(self.settings.render_timeout_s):
-                            pdf = render_ticket(req, self.design)
-                        write_atomic(path, pdf, fsync=False)
-                        wrote = True
-                    except Exception as exc:
-                        await self._failed(pipe, lane, entry_id, req, exc, deliveries)
-                        continue
-                    self.rendered += 1
-                    metrics.RENDERED.inc()
-                self.retry_due.pop((lane, entry_id), None)
-                self.errors.pop(entry_id, None)
-                await self.emitter.queue(
-                    pipe,
-                    order_id=req.order_id,
-                    ticket_id=req.ticket_id,
-                    outcome="rendered",
-                    fields=event_fields(
-                        type="ticket.rendered", event_uuid=f"rendered:{req.ticket_id}",
-                        order_id=req.order_id, ticket_id=req.ticket_id,
-                        correlation_id=req.correlation_id,
-                    ),
-                    source_stream=lane,
-                    entry_id=entry_id,
-                )  # fmt: skip
+                # One span per ticket, continuing the api's (the request's traceparent).
+                with _TRACER.start_as_current_span(
+                    "ticket.render", context=context_from(req.traceparent),
+                    attributes={"ticket.id": req.ticket_id, "order.id": req.order_id, "lane": lane},
+                ):  # fmt: skip
+                    # is_file, not exists: a stray directory at the path is a storage fault, not a PDF.
+                    if not (req.ticket_id in done.get(req.order_id, ()) or path.is_file()):
+                        touched = await self._keep_alive(lane, [e for e, _ in decoded[i:]], touched)
+                        try:
+                            with time_limit(self.settings.render_timeout_s):
+                                pdf = render_ticket(req, self.design)
+                            write_atomic(path, pdf, fsync=False)
+                            wrote = True
+                        except Exception as exc:
+                            await self._failed(pipe, lane, entry_id, req, exc, deliveries)
+                            continue
+                        self.rendered += 1
+                        metrics.RENDERED.inc()
+                    self.retry_due.pop((lane, entry_id), None)
+                    self.errors.pop(entry_id, None)
+                    await self.emitter.queue(
+                        pipe,
+                        order_id=req.order_id,
+                        ticket_id=req.ticket_id,
+                        outcome="rendered",
+                        fields=event_fields(
+                            type="ticket.rendered", event_uuid=f"rendered:{req.ticket_id}",
+                            order_id=req.order_id, ticket_id=req.ticket_id,
+                            correlation_id=req.correlation_id, traceparent=current_traceparent(),
+                        ),
+                        source_stream=lane,
+                        entry_id=entry_id,
+                    )  # fmt: skip
             if wrote:
                 # Every PDF of the batch is on disk before any of it is announced.
                 sync_storage(storage)
@@ -252,7 +259,7 @@ class Worker:
             fields=event_fields(
                 type="ticket.failed", event_uuid=f"failed:{req.ticket_id}",
                 order_id=req.order_id, ticket_id=req.ticket_id, reason=reason,
-                correlation_id=req.correlation_id,
+                correlation_id=req.correlation_id, traceparent=current_traceparent(),
             ),
             source_stream=lane,
             entry_id=entry_id,

@@ -17,6 +17,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
 from ticketry.db import connect_redis, ensure_groups
 from ticketry.telemetry import setup_logging
+from ticketry.tracing import setup_tracing
 
 from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.handlers import Worker, default_consumer
@@ -97,6 +98,7 @@ def run() -> None:
     the claimer, nothing is lost."""
     settings = RendererSettings()
     setup_logging("renderer", settings.log_level)
+    setup_tracing("renderer", settings.trace_file)
     import uvloop
 
     while True:

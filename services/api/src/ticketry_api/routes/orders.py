@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Header
 from ticketry.auth import Principal
 from ticketry.documents import Checkin, Order, Ticket
 from ticketry.ids import is_valid_id
+from ticketry.tracing import tracer
 
 from ticketry_api import capacity
 from ticketry_api.deps import AnyUser, State, rate_limited
@@ -17,6 +18,7 @@ from ticketry_api.readmodel import order_outcome, order_ticket_statuses
 from ticketry_api.schemas import CancelOut, OrderAccepted, OrderIn, OrderOut, TicketRef
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
+_TRACER = tracer(__name__)
 
 
 def progress_url(state_url: str, order_id: str) -> str:
@@ -33,14 +35,17 @@ async def create_order(
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] = None,
 ) -> OrderAccepted:
     state.keyring.refresh()  # sign with the newest key if another process rotated
-    order = await place_order(
-        redis=state.redis,
-        keyring=state.keyring,
-        principal=who,
-        body=body,
-        idempotency_key=idempotency_key,
-        max_quantity=state.settings.max_tickets_per_order,
-    )
+    # The root of each ticket's trace: its render request carries this span on.
+    with _TRACER.start_as_current_span("order.place", attributes={"order.quantity": body.quantity}) as span:
+        order = await place_order(
+            redis=state.redis,
+            keyring=state.keyring,
+            principal=who,
+            body=body,
+            idempotency_key=idempotency_key,
+            max_quantity=state.settings.max_tickets_per_order,
+        )
+        span.set_attribute("order.id", order.id)
     return OrderAccepted(
         id=order.id,
         event_id=order.event_id,

@@ -1,0 +1,95 @@
+"""OpenTelemetry traces that follow one ticket across the services.
+
+Off unless configured, and then free: without a provider the API's tracer is a
+no-op. ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``;
+the exporter reads the standard ``OTEL_*`` variables) sends spans over
+OTLP/HTTP; ``TICKETRY_TRACE_FILE`` appends them to a file as JSON lines (the
+tests read it; handy without a collector).
+
+The context travels with the work, as a W3C ``traceparent``: the api's
+``order.place`` span is the parent of each render request it appends, the
+renderer's ``ticket.render`` span continues it and its ticket event carries it
+on, and the notifier's ``progress.push`` span closes the trace at the buyer's
+socket.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+_OTLP_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+class JsonLinesExporter(SpanExporter):
+    """Finished spans as one JSON object per line, appended to ``path``
+    (several processes may share the file: each line is one ``write``)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = b"".join(orjson.dumps(_as_dict(s)) + b"\n" for s in spans)
+        with self._lock, self._path.open("ab") as fh:
+            fh.write(lines)
+        return SpanExportResult.SUCCESS
+
+
+def _as_dict(span: ReadableSpan) -> dict[str, object]:
+    ctx = span.get_span_context()
+    parent = span.parent
+    return {
+        "name": span.name,
+        "service": span.resource.attributes.get("service.name"),
+        "trace_id": f"{ctx.trace_id:032x}" if ctx else None,
+        "span_id": f"{ctx.span_id:016x}" if ctx else None,
+        "parent_span_id": f"{parent.span_id:016x}" if parent else None,
+        "start_ns": span.start_time,
+        "end_ns": span.end_time,
+        "attributes": dict(span.attributes or {}),
+    }
+
+
+def setup_tracing(service: str, trace_file: Path | None = None) -> bool:
+    """Install a tracer provider if an exporter is configured; True if tracing is on."""
+    otlp = any(os.environ.get(v) for v in _OTLP_VARS)
+    if not (otlp or trace_file):
+        return False
+    provider = TracerProvider(resource=Resource.create({"service.name": f"ticketry-{service}"}))
+    if otlp:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    if trace_file:
+        trace_file.parent.mkdir(parents=True, exist_ok=True)
+        provider.add_span_processor(BatchSpanProcessor(JsonLinesExporter(trace_file)))
+    trace.set_tracer_provider(provider)
+    return True
+
+
+def tracer(name: str) -> trace.Tracer:
+    return trace.get_tracer(name)
+
+
+def current_traceparent() -> str:
+    """The current span as a W3C ``traceparent`` ("" when nothing is traced)."""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    return carrier.get("traceparent", "")
+
+
+def context_from(traceparent: str) -> Context | None:
+    """The remote parent a message carried (None for none)."""
+    return _PROPAGATOR.extract({"traceparent": traceparent}) if traceparent else None
