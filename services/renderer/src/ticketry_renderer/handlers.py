@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from redis.asyncio import Redis
@@ -177,21 +177,7 @@ class Worker:
                             continue
                         self.rendered += 1
                         metrics.RENDERED.inc()
-                    self.retry_due.pop((lane, entry_id), None)
-                    self.errors.pop(entry_id, None)
-                    await self.emitter.queue(
-                        pipe,
-                        order_id=req.order_id,
-                        ticket_id=req.ticket_id,
-                        outcome="rendered",
-                        fields=event_fields(
-                            type="ticket.rendered", event_uuid=f"rendered:{req.ticket_id}",
-                            order_id=req.order_id, ticket_id=req.ticket_id,
-                            correlation_id=req.correlation_id, traceparent=current_traceparent(),
-                        ),
-                        source_stream=lane,
-                        entry_id=entry_id,
-                    )  # fmt: skip
+                    await self._final(pipe, lane, entry_id, req, "rendered")
             if wrote:
                 # Every PDF of the batch is on disk before any of it is announced.
                 sync_storage(storage)
@@ -247,17 +233,26 @@ class Worker:
             delay = backoff_s(attempt, self.settings.retry_base_s, self.settings.retry_cap_s, self.rng)
             self.retry_due[(lane, entry_id)] = time.monotonic() + delay
             return
-        self.retry_due.pop((lane, entry_id), None)
-        self.errors.pop(entry_id, None)
         metrics.DEAD_LETTERS.inc()
         await self._dead_letter(pipe, lane, entry_id, req.to_fields(), reason, history, ack=False)
+        await self._final(pipe, lane, entry_id, req, "failed", reason)
+
+    async def _final(
+        self, pipe: Pipeline, lane: str, entry_id: str, req: RenderRequest,
+        outcome: Literal["rendered", "failed"], reason: str | None = None,
+    ) -> None:  # fmt: skip
+        """Queue the ticket's final event (exactly once, see ``ticketry.emit``) and
+        the ack of its request; its retry bookkeeping ends here."""
+        self.retry_due.pop((lane, entry_id), None)
+        self.errors.pop(entry_id, None)
         await self.emitter.queue(
             pipe,
             order_id=req.order_id,
             ticket_id=req.ticket_id,
-            outcome="failed",
+            outcome=outcome,
             fields=event_fields(
-                type="ticket.failed", event_uuid=f"failed:{req.ticket_id}",
+                type="ticket.rendered" if outcome == "rendered" else "ticket.failed",
+                event_uuid=f"{outcome}:{req.ticket_id}",
                 order_id=req.order_id, ticket_id=req.ticket_id, reason=reason,
                 correlation_id=req.correlation_id, traceparent=current_traceparent(),
             ),
