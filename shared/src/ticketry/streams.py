@@ -87,6 +87,12 @@ def in_flight_member(order_id: str, event_id: str, quantity: int) -> str:
     return f"{order_id} {event_id} {quantity}"
 
 
+def parse_in_flight_member(member: str) -> tuple[str, str, int]:
+    """``(order id, event id, quantity)`` of an ``ORDERS_IN_FLIGHT`` member."""
+    order_id, event_id, quantity = member.split(" ")
+    return order_id, event_id, int(quantity)
+
+
 def order_done(order_id: str) -> str:
     """Set of an order's ticket ids that already have their final event."""
     return f"ticketry:order:{order_id}:done"

@@ -152,7 +152,7 @@ async def record(redis: Redis, keyring: Keyring, event: Event, order: Order) -> 
         # by the ledger's unique tag, so the sweep may have done it already).
         await capacity.release(event, order.id, order.quantity)
         await redis.zrem(streams.ORDERS_IN_FLIGHT, streams.in_flight_member(order.id, event.id, order.quantity))
-        if await _abandoned(order.id):
+        if await stored_status(order.id) == "abandoned":
             # This request took longer than the outbox grace.
             log.warning("order abandoned by the outbox sweep before it was recorded", extra={"order_id": order.id})
             raise Problem(503, "busy", "the order took too long to record; retry", {"Retry-After": "1"}) from None
@@ -237,7 +237,7 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
     stale = await redis.zrangebyscore(streams.ORDERS_IN_FLIGHT, "-inf", cutoff, start=0, num=SWEEP_BATCH)
     for raw in stale:
         member = as_text(raw)
-        order_id, event_id, quantity = member.split(" ")
+        order_id, event_id, quantity = streams.parse_in_flight_member(member)
         event = await event_of(event_id)
         order = await Order.get(order_id)
         if event is not None and order is not None and order.status != "abandoned":
@@ -247,9 +247,8 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
             await enqueue(redis, keyring, order, event, order.ticket_ids)
             log.warning("outbox: re-enqueued order", extra={"order_id": order_id})
             continue
-        owned = event is not None and await _abandon(order_id, event_id, int(quantity))
-        if event is not None and owned and await capacity.reserved(order_id):
-            await capacity.release(event, order_id, int(quantity))
+        if event is not None and await _abandon(order_id, event_id, quantity) and await capacity.reserved(order_id):
+            await capacity.release(event, order_id, quantity)
             log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
         await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
     return len(stale)
@@ -265,13 +264,14 @@ async def _abandon(order_id: str, event_id: str, quantity: int) -> bool:
     try:
         await Order.get_pymongo_collection().insert_one(tombstone.model_dump(by_alias=True))
     except DuplicateKeyError:
-        return await _abandoned(order_id)
+        return await stored_status(order_id) == "abandoned"
     return True
 
 
-async def _abandoned(order_id: str) -> bool:
+async def stored_status(order_id: str) -> str | None:
+    """The order document's ``status``, read by ``_id`` alone (None: no document)."""
     raw = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"status": 1})
-    return raw is not None and raw.get("status") == "abandoned"
+    return None if raw is None else str(raw.get("status"))
 
 
 def _now_ms() -> int:

@@ -13,7 +13,7 @@ from ticketry.tracing import tracer
 from ticketry_api import capacity
 from ticketry_api.deps import AnyUser, State, rate_limited
 from ticketry_api.errors import Problem, problems
-from ticketry_api.orders import event_of, place_order
+from ticketry_api.orders import event_of, place_order, stored_status
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses
 from ticketry_api.schemas import CancelOut, OrderAccepted, OrderIn, OrderOut, TicketRef
 
@@ -74,8 +74,7 @@ async def is_cancelled(order_id: str) -> bool:
     ``_id``: each check-in asks, and on FerretDB v1 any other filter decodes the
     whole collection. The status is set before the tickets go back (see
     ``cancel_order``), so a ticket whose seat was returned never admits."""
-    raw = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"status": 1})
-    return raw is None or raw.get("status") in ("cancelled", "abandoned")
+    return await stored_status(order_id) in (None, "cancelled", "abandoned")
 
 
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422))
