@@ -19,6 +19,11 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:27017", "TCP address to listen on")
 	dir := flag.String("dir", ".data/ferretdb", "SQLite data directory")
 	level := flag.String("log-level", "warn", "log level: debug, info, warn, error")
+	// WAL + synchronous=NORMAL: a commit survives a crash of any process (it is
+	// in the WAL, handed to the OS) but not of the OS itself; the same trade as
+	// Redis's appendfsync everysec beside it. "full" fsyncs every commit (2x the
+	// cost of an insert here).
+	synchronous := flag.String("synchronous", "normal", "SQLite synchronous pragma: normal or full")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -26,6 +31,10 @@ func main() {
 		log.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+
+	if *synchronous != "normal" && *synchronous != "full" {
+		log.Fatalf("-synchronous must be normal or full, got %q", *synchronous)
+	}
 
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		log.Fatal(err)
@@ -35,7 +44,7 @@ func main() {
 		Listener:  ferretdb.ListenerConfig{TCP: *listen},
 		Logger:    logger,
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + *dir + "/",
+		SQLiteURL: "file:" + *dir + "/?_pragma=synchronous(" + *synchronous + ")",
 	})
 	if err != nil {
 		log.Fatal(err)
