@@ -54,6 +54,55 @@ async def test_concurrent_duplicate_posts_make_one_order(
     assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(buyer))).json()["sold"] == 3
 
 
+async def test_two_processes_racing_for_the_last_tickets_never_oversell(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    # Given an event of 60 tickets, and two writers of its ledger at once: the api
+    # (40 buyers of 1-3 tickets) and this process (30 reservations of 1-3, each
+    # group-committed by its own writer, 10 of them given back while the rush runs)
+    capacity_ = 60
+    event = await create_event(api, token("race-org", "organizer"), capacity=capacity_)
+    mongo = await connect_mongo(stack.env["TICKETRY_MONGO_URL"], create_indexes=False)
+    try:
+        ev = await Event.get(event["id"])
+        assert ev is not None
+        mine = {new_id("or"): 1 + i % 3 for i in range(30)}
+
+        async def reserve_then_maybe_release(order_id: str, qty: int, give_back: bool) -> int:
+            if not await capacity.reserve(ev, order_id, qty):
+                return 0
+            if give_back:
+                await capacity.release(ev, order_id, qty)
+                await capacity.release(ev, order_id, qty)  # a retried release counts once
+                return 0
+            return qty
+
+        posts = [place_order(api, token(f"race-{i}", "buyer"), ev.id, 1 + i % 3) for i in range(40)]
+        local = [reserve_then_maybe_release(o, q, i % 3 == 0) for i, (o, q) in enumerate(mine.items())]
+        answers = list(await asyncio.gather(*posts, *local))
+        sold_by_api = sum(r.json()["quantity"] for r in answers[:40] if r.status_code == 202)
+        assert {r.status_code for r in answers[:40]} <= {202, 409}
+        kept_here = sum(answers[40:])
+
+        # Then what was taken is exactly what the ledger says is sold, never more
+        # than the capacity, and the ledger is a gap-free chain of sums
+        sold = (await api.get(f"/v1/events/{ev.id}", headers=bearer(token("race-org", "organizer")))).json()["sold"]
+        assert sold == sold_by_api + kept_here <= capacity_
+        entries = [e async for e in db_of(mongo).reservations.find({"event_id": ev.id}).sort("seq", 1)]
+        running = 0
+        for n, e in enumerate(entries, 1):
+            running += e["delta"]
+            assert (e["seq"], e["sold_after"]) == (n, running) and 0 <= running <= capacity_
+        # And each of this process's orders was reserved at most once, and looks reserved
+        reserved_for = [o for e in entries for o in e["orders"]]
+        assert any(len(e["orders"]) > 1 for e in entries)  # group commit did serve several at once
+        assert all(reserved_for.count(o) <= 1 for o in mine)
+        for o in mine:
+            assert await capacity.reserved(o) == (o in reserved_for)
+    finally:
+        await mongo.close()
+
+
 async def test_order_recorded_but_never_enqueued_is_swept(
     api: httpx.AsyncClient, token: TokenFactory, stack: Stack
 ) -> None:

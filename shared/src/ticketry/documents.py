@@ -137,8 +137,13 @@ class Reservation(Document):
     left ``sold`` at 10 and let all 60 through). Unique keys *are* atomic, so
     capacity is an append-only ledger: entry ``seq`` n+1 can be inserted by one
     writer only (unique ``_id``), and ``tag`` (``reserve:<order>`` /
-    ``release:<order>``, unique) makes each reservation and each release happen
-    at most once. ``sold`` is the newest entry's ``sold_after``.
+    ``release:<order>``, unique) makes each entry happen at most once. ``sold``
+    is the newest entry's ``sold_after``.
+
+    One entry may reserve for several orders at once (``orders``; group commit,
+    see ``ticketry_api.capacity``): its tag is its first order's. A release is
+    always an entry of its own, so ``release:<order>`` keeps each release
+    once-only.
     """
 
     id: str  # type: ignore[assignment]  # "<event id>:<seq, zero-padded>"
@@ -147,6 +152,7 @@ class Reservation(Document):
     delta: int
     sold_after: int
     tag: str
+    orders: list[str] = Field(default_factory=list)  # the orders this entry reserved for
     at: datetime = Field(default_factory=utcnow)
 
     class Settings:
@@ -154,6 +160,7 @@ class Reservation(Document):
         indexes: ClassVar[list[pymongo.IndexModel]] = [
             pymongo.IndexModel([("tag", 1)], unique=True),
             pymongo.IndexModel([("event_id", 1), ("seq", -1)]),
+            pymongo.IndexModel([("orders", 1)]),
         ]
 
 

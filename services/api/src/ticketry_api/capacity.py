@@ -1,26 +1,50 @@
 """An event's capacity as an append-only ledger (see ``documents.Reservation``).
 
 Each change inserts the next ``seq``; the unique ``_id`` lets exactly one
-concurrent writer win it, the losers re-read the head and try again. Within one
-process, writers of the same event queue on a lock so they do not collide with
-each other; across processes the unique key decides.
+concurrent writer win it, the losers re-read the head and try again. Across
+processes the unique key decides.
+
+Within one process, the writes of an event go through one writer at a time
+(``_Ledger``) with group commit: the reservations that arrive while an entry is
+being written wait, and the next entry takes all of them that fit, in arrival
+order. One store round trip then serves many orders, so an on-sale's orders
+queue on the store's latency once per batch rather than once per order. A
+release is an entry of its own (its tag keeps it once-only).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from pymongo.errors import DuplicateKeyError
 from ticketry.documents import Event, Reservation
 
 from ticketry_api.errors import Problem
 
-_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-# event id → (seq, sold) of the entry this process appended last
-_heads: dict[str, tuple[int, int]] = {}
 _MAX_TRIES = 200
+
+
+@dataclass(eq=False)  # compared by identity
+class _Want:
+    order_id: str
+    delta: int  # > 0 reserves, < 0 releases
+    done: asyncio.Future[bool]
+
+
+@dataclass
+class _Ledger:
+    """One event's writer in this process: what waits, and the head it wrote last."""
+
+    pending: list[_Want] = field(default_factory=list)
+    writer: asyncio.Task[None] | None = None
+    # (seq, sold) of the entry this process appended last: a hint, not a read
+    head: tuple[int, int] | None = None
+
+
+_ledgers: dict[str, _Ledger] = {}
 
 
 async def head(event_id: str) -> tuple[int, int]:
@@ -35,53 +59,94 @@ async def sold(event_id: str) -> int:
     return (await head(event_id))[1]
 
 
-async def _append(event: Event, delta: int, tag: str, *, check_capacity: bool) -> bool:
-    col = Reservation.get_pymongo_collection()
-    async with _locks[event.id]:
-        # The head this process wrote last is a hint, not a read: if another
-        # process appended meanwhile, seq+1 is taken and the insert fails, and
-        # only then is the head read. (FerretDB v1 sorts in memory, so reading
-        # the head costs more the longer the ledger.)
-        cached = _heads.get(event.id)
-        for _ in range(_MAX_TRIES):
-            fresh = cached is None
-            seq, current = await head(event.id) if cached is None else cached
-            cached = None
-            after = current + delta
-            if check_capacity and after > event.capacity:
-                if fresh:
-                    return False
-                continue  # the hint may predate a release elsewhere: read the head
-            try:
-                await col.insert_one(
-                    Reservation(
-                        id=f"{event.id}:{seq + 1:012d}", event_id=event.id, seq=seq + 1,
-                        delta=delta, sold_after=after, tag=tag,
-                    ).model_dump(by_alias=True)
-                )  # fmt: skip
-                _heads[event.id] = (seq + 1, after)
-                return True
-            except DuplicateKeyError:
-                _heads.pop(event.id, None)
-                # Either another writer took seq+1 (retry), or this tag is already
-                # in the ledger (done before: idempotent success).
-                if await col.find_one({"tag": tag}, {"_id": 1}) is not None:
-                    return True
-                await asyncio.sleep(random.uniform(0, 0.004))  # noqa: S311 - jitter only
-    raise Problem(503, "busy", "too much contention on this event; retry", {"Retry-After": "1"})
-
-
 async def reserve(event: Event, order_id: str, quantity: int) -> bool:
     """Take ``quantity`` tickets for ``order_id``; False when not enough are left."""
-    return await _append(event, quantity, f"reserve:{order_id}", check_capacity=True)
+    return await _submit(event, order_id, quantity)
 
 
 async def release(event: Event, order_id: str, quantity: int) -> None:
     """Give an order's tickets back (at most once per order)."""
-    await _append(event, -quantity, f"release:{order_id}", check_capacity=False)
+    await _submit(event, order_id, -quantity)
 
 
 async def reserved(order_id: str) -> bool:
     """True if ``order_id`` ever took tickets (the outbox sweep asks, rarely)."""
     col = Reservation.get_pymongo_collection()
-    return await col.find_one({"tag": f"reserve:{order_id}"}, {"_id": 1}) is not None
+    return await col.find_one({"orders": order_id}, {"_id": 1}) is not None
+
+
+async def _submit(event: Event, order_id: str, delta: int) -> bool:
+    ledger = _ledgers.setdefault(event.id, _Ledger())
+    want = _Want(order_id, delta, asyncio.get_running_loop().create_future())
+    ledger.pending.append(want)
+    if ledger.writer is None:
+        ledger.writer = asyncio.create_task(_write_pending(event, ledger))
+    return await want.done
+
+
+async def _write_pending(event: Event, ledger: _Ledger) -> None:
+    """Write what waits, batch after batch, until nothing does."""
+    try:
+        while ledger.pending:
+            batch, ledger.pending = ledger.pending, []
+            groups = [[w] for w in batch if w.delta < 0]  # releases first: they make room
+            if reserves := [w for w in batch if w.delta > 0]:
+                groups.append(reserves)
+            for group in groups:
+                try:
+                    await _append(event, ledger, group)
+                except Exception as exc:  # the waiters answer for it, the writer goes on
+                    for w in group:
+                        _settle(w, exc)
+    finally:
+        ledger.writer = None
+
+
+async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None:
+    """Append one entry for ``wants`` (reservations that fit, in order; or one
+    release) and settle each want: True taken/released, False did not fit."""
+    col = Reservation.get_pymongo_collection()
+    check = wants[0].delta > 0
+    cached = ledger.head
+    for _ in range(_MAX_TRIES):
+        fresh = cached is None
+        seq, current = await head(event.id) if cached is None else cached
+        cached = None
+        taken, after = [], current
+        for w in wants:
+            if not check or after + w.delta <= event.capacity:
+                taken.append(w)
+                after += w.delta
+        if len(taken) < len(wants) and not fresh:
+            continue  # the hint may predate a release elsewhere: read the head
+        first = taken[0] if taken else None
+        if first is not None:
+            tag = f"{'reserve' if check else 'release'}:{first.order_id}"
+            try:
+                await col.insert_one(
+                    Reservation(
+                        id=f"{event.id}:{seq + 1:012d}", event_id=event.id, seq=seq + 1, delta=after - current,
+                        sold_after=after, tag=tag, orders=[w.order_id for w in taken] if check else [],
+                    ).model_dump(by_alias=True)
+                )  # fmt: skip
+                ledger.head = (seq + 1, after)
+            except DuplicateKeyError:
+                ledger.head = None
+                # Either another writer took seq+1 (retry), or this tag is already
+                # in the ledger (written before: idempotent success).
+                if await col.find_one({"tag": tag}, {"_id": 1}) is None:
+                    await asyncio.sleep(random.uniform(0, 0.004))  # noqa: S311 - jitter only
+                    continue
+        for w in wants:
+            _settle(w, w in taken)
+        return
+    raise Problem(503, "busy", "too much contention on this event; retry", {"Retry-After": "1"})
+
+
+def _settle(want: _Want, outcome: bool | BaseException) -> None:
+    if want.done.done():  # its request went away; the outbox sweep answers for it
+        return
+    if isinstance(outcome, BaseException):
+        want.done.set_exception(outcome)
+    else:
+        want.done.set_result(outcome)
