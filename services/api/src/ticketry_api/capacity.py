@@ -19,9 +19,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pymongo.errors import DuplicateKeyError
 from ticketry.documents import Event, Reservation
 
+from ticketry_api import writes
 from ticketry_api.errors import Problem
 
 _MAX_TRIES = 200
@@ -79,7 +79,7 @@ async def _submit(event: Event, order_id: str, delta: int) -> bool:
     ledger = _ledgers.setdefault(event.id, _Ledger())
     want = _Want(order_id, delta, asyncio.get_running_loop().create_future())
     ledger.pending.append(want)
-    if ledger.writer is None:
+    if ledger.writer is None or ledger.writer.done():
         ledger.writer = asyncio.create_task(_write_pending(event, ledger))
     return await want.done
 
@@ -97,7 +97,7 @@ async def _write_pending(event: Event, ledger: _Ledger) -> None:
                     await _append(event, ledger, group)
                 except Exception as exc:  # the waiters answer for it, the writer goes on
                     for w in group:
-                        _settle(w, exc)
+                        writes.settle(w.done, exc)
     finally:
         ledger.writer = None
 
@@ -122,15 +122,13 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
         first = taken[0] if taken else None
         if first is not None:
             tag = f"{'reserve' if check else 'release'}:{first.order_id}"
-            try:
-                await col.insert_one(
-                    Reservation(
-                        id=f"{event.id}:{seq + 1:012d}", event_id=event.id, seq=seq + 1, delta=after - current,
-                        sold_after=after, tag=tag, orders=[w.order_id for w in taken] if check else [],
-                    ).model_dump(by_alias=True)
-                )  # fmt: skip
+            entry = Reservation(
+                id=f"{event.id}:{seq + 1:012d}", event_id=event.id, seq=seq + 1, delta=after - current,
+                sold_after=after, tag=tag, orders=[w.order_id for w in taken] if check else [],
+            )  # fmt: skip
+            if not await writes.insert(col, [entry.model_dump(by_alias=True)]):
                 ledger.head = (seq + 1, after)
-            except DuplicateKeyError:
+            else:
                 ledger.head = None
                 # Either another writer took seq+1 (retry), or this tag is already
                 # in the ledger (written before: idempotent success).
@@ -138,15 +136,6 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
                     await asyncio.sleep(random.uniform(0, 0.004))  # noqa: S311 - jitter only
                     continue
         for w in wants:
-            _settle(w, w in taken)
+            writes.settle(w.done, w in taken)
         return
     raise Problem(503, "busy", "too much contention on this event; retry", {"Retry-After": "1"})
-
-
-def _settle(want: _Want, outcome: bool | BaseException) -> None:
-    if want.done.done():  # its request went away; the outbox sweep answers for it
-        return
-    if isinstance(outcome, BaseException):
-        want.done.set_exception(outcome)
-    else:
-        want.done.set_result(outcome)

@@ -44,7 +44,6 @@ from decimal import Decimal
 from typing import TypeVar
 
 import orjson
-from pymongo.errors import DuplicateKeyError
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.auth import Principal
@@ -55,7 +54,7 @@ from ticketry.events import RenderRequest
 from ticketry.ids import is_valid_id, new_id
 from ticketry.tracing import current_traceparent
 
-from ticketry_api import capacity
+from ticketry_api import capacity, writes
 from ticketry_api.errors import Problem
 from ticketry_api.schemas import OrderIn
 
@@ -145,9 +144,7 @@ async def record(redis: Redis, keyring: Keyring, event: Event, order: Order) -> 
     """Steps 3 and 4 for an order whose capacity is reserved: insert it and its
     tickets, enqueue the renders. Answers the first order instead when the
     Idempotency-Key lost a race, and 503 when the sweep abandoned it."""
-    try:
-        await Order.get_pymongo_collection().insert_one(order.model_dump(by_alias=True))
-    except DuplicateKeyError:
+    if await writes.insert(Order.get_pymongo_collection(), [order.model_dump(by_alias=True)]):
         # Either way this order will not exist: give its tickets back (once-only
         # by the ledger's unique tag, so the sweep may have done it already).
         await capacity.release(event, order.id, order.quantity)
@@ -168,7 +165,8 @@ async def record(redis: Redis, keyring: Keyring, event: Event, order: Order) -> 
 
 
 async def insert_tickets(order: Order, ticket_ids: Sequence[str], key_id: str) -> None:
-    """Insert the order's ticket documents (status ``queued``), 2,000 per insert."""
+    """Insert the order's ticket documents (status ``queued``); one that exists
+    already (a retried sweep) is that ticket."""
     docs = [
         Ticket(
             id=tid, order_id=order.id, event_id=order.event_id, owner_id=order.owner_id,
@@ -176,8 +174,8 @@ async def insert_tickets(order: Order, ticket_ids: Sequence[str], key_id: str) -
         ).model_dump(by_alias=True)
         for tid in ticket_ids
     ]  # fmt: skip
-    for chunk in _chunks(docs, 2000):
-        await Ticket.get_pymongo_collection().insert_many(chunk, ordered=False)
+    for chunk in _chunks(docs, writes.MAX_DOCS):
+        await writes.insert(Ticket.get_pymongo_collection(), chunk)
 
 
 async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event, ticket_ids: Sequence[str]) -> None:
@@ -241,9 +239,7 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
         event = await event_of(event_id)
         order = await Order.get(order_id)
         if event is not None and order is not None and order.status != "abandoned":
-            rows = await Ticket.get_pymongo_collection().find({"order_id": order.id}, {"_id": 1}).to_list()
-            existing = {t["_id"] for t in rows}
-            await insert_tickets(order, [tid for tid in order.ticket_ids if tid not in existing], keyring.active_kid)
+            await insert_tickets(order, order.ticket_ids, keyring.active_kid)  # those it has stay as they are
             await enqueue(redis, keyring, order, event, order.ticket_ids)
             log.warning("outbox: re-enqueued order", extra={"order_id": order_id})
             continue
@@ -261,9 +257,7 @@ async def _abandon(order_id: str, event_id: str, quantity: int) -> bool:
         id=order_id, owner_id="", event_id=event_id, quantity=quantity, tier="standard",
         holder_name="", status="abandoned", ticket_ids=[], idem=f"abandoned:{order_id}", request_hash="",
     )  # fmt: skip
-    try:
-        await Order.get_pymongo_collection().insert_one(tombstone.model_dump(by_alias=True))
-    except DuplicateKeyError:
+    if await writes.insert(Order.get_pymongo_collection(), [tombstone.model_dump(by_alias=True)]):
         return await stored_status(order_id) == "abandoned"
     return True
 

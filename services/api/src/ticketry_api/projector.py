@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pymongo.errors import BulkWriteError
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 from ticketry import streams
@@ -36,11 +35,11 @@ from ticketry.db import ensure_group, entries_of
 from ticketry.documents import OrderState, TicketState
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
+from ticketry_api import writes
 from ticketry_api.readmodel import completed_status
 from ticketry_api.trim import trim_all
 
 log = logging.getLogger(__name__)
-DUPLICATE_KEY = 11000
 
 # Stream trimming piggybacks on the projector loop (one place in the api that
 # already runs forever); see ``trim.py``.
@@ -123,15 +122,9 @@ async def insert_states(docs: list[dict[str, Any]]) -> None:
 
 
 async def _insert_new(col: Any, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Insert ``docs`` in one batch; the ones whose ``_id`` already existed."""
-    try:
-        await col.insert_many(docs, ordered=False)
-    except BulkWriteError as exc:
-        errors: list[dict[str, Any]] = exc.details.get("writeErrors", [])
-        if any(err.get("code") != DUPLICATE_KEY for err in errors):
-            raise
-        return [docs[err["index"]] for err in errors]
-    return []
+    """Insert ``docs`` in one batch (through the api's one writer); the ones
+    whose ``_id`` already existed."""
+    return [docs[i] for i in await writes.insert(col, docs)]
 
 
 async def fold_and_ack(redis: Redis, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
