@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from ticketry import streams
@@ -55,42 +54,37 @@ return ev
 """
 
 
-class Emitter:
-    """Registers the emit script once and queues calls on a pipeline."""
+def queue_final(
+    pipe: Pipeline,
+    *,
+    order_id: str,
+    ticket_id: str,
+    outcome: Literal["rendered", "failed"],
+    fields: list[str],
+    source_stream: str = "",
+    entry_id: str = "",
+) -> None:
+    """Queue one final event (and the ack of ``entry_id``) on ``pipe``.
 
-    def __init__(self, redis: Redis) -> None:
-        self._script = redis.register_script(_EMIT_LUA)
-
-    async def queue(
-        self,
-        pipe: Pipeline,
-        *,
-        order_id: str,
-        ticket_id: str,
-        outcome: Literal["rendered", "failed"],
-        fields: list[str],
-        source_stream: str = "",
-        entry_id: str = "",
-    ) -> None:
-        """Queue one final event (and the ack of ``entry_id``) on ``pipe``.
-
-        ``fields`` come from :func:`ticketry.events.event_fields`; their
-        ``occurred_at`` is reused for ``order.completed``.
-        """
-        keys = [
-            streams.TICKET_EVENTS,
-            streams.order_done(order_id),
-            streams.order_progress(order_id),
-            source_stream or streams.RENDER_STD,
-        ]
-        args = [
-            streams.RENDERERS_GROUP,
-            entry_id,
-            ticket_id,
-            outcome,
-            str(streams.PROGRESS_TTL_S),
-            *fields,
-        ]
-        # On a pipeline this only queues EVALSHA (awaiting a pipeline returns it);
-        # the pipeline loads the script first if Redis answers NOSCRIPT.
-        await self._script(keys=keys, args=args, client=pipe)
+    ``fields`` come from :func:`ticketry.events.event_fields`; their
+    ``occurred_at`` is reused for ``order.completed``.
+    """
+    keys = [
+        streams.TICKET_EVENTS,
+        streams.order_done(order_id),
+        streams.order_progress(order_id),
+        source_stream or streams.RENDER_STD,
+    ]
+    args = [
+        streams.RENDERERS_GROUP,
+        entry_id,
+        ticket_id,
+        outcome,
+        str(streams.PROGRESS_TTL_S),
+        *fields,
+    ]
+    # EVAL with the body, not a registered script's EVALSHA: a pipeline holding
+    # registered scripts asks SCRIPT EXISTS first on every execute, one more
+    # round trip per batch. Redis caches the compiled body by its digest, and
+    # an EVAL cannot meet NOSCRIPT after a Redis restart.
+    pipe.eval(_EMIT_LUA, len(keys), *keys, *args)

@@ -11,7 +11,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from redis.asyncio import Redis
 from ticketry.auth import AuthError, Principal, Role, TokenVerifier
 from ticketry.codes import Keyring
-from ticketry.emit import Emitter
 
 from ticketry_api import ratelimit
 from ticketry_api.config import ApiSettings
@@ -23,7 +22,6 @@ class AppState:
     settings: ApiSettings
     redis: Redis
     keyring: Keyring
-    emitter: Emitter
     # Built on first use from the same environment (TICKETRY_JWT_*), so main.py
     # does not need to know how tokens are verified.
     verifier: TokenVerifier | None = None

@@ -13,7 +13,6 @@ import uvicorn
 from fastapi import FastAPI
 from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo, connect_redis, ensure_groups
-from ticketry.emit import Emitter
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
@@ -47,7 +46,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         mongo = await connect_mongo(settings.mongo_url, create_indexes=True, pool_size=settings.mongo_pool)
         await ensure_groups(redis)
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
-        app.state.ticketry = AppState(settings, redis, keyring, Emitter(redis))
+        app.state.ticketry = AppState(settings, redis, keyring)
         # Fail at start-up, not on every request, when the token keys are unusable.
         app.state.ticketry.token_verifier()
         stop = asyncio.Event()

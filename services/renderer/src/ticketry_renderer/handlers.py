@@ -36,7 +36,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
 from ticketry.db import Entry, as_text, entries_of
-from ticketry.emit import Emitter
+from ticketry.emit import queue_final
 from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
 from ticketry.storage import pdf_path, sync_storage, write_atomic
 from ticketry.tasks import pause
@@ -95,7 +95,6 @@ class Worker:
     # Capacity (tickets per busy second) for the scaler; see rate.py.
     meter: RateMeter = field(default_factory=RateMeter)
     busy: float = 0.0  # share of the last heartbeat interval spent handling batches
-    _emitter: Emitter | None = None
     # Busy time: the union of the intervals in which any batch is being handled
     # (the two lane subscribers and the claimer may interleave at their awaits).
     _busy_s: float = 0.0
@@ -123,12 +122,6 @@ class Worker:
             self._active -= 1
             if self._active == 0:
                 self._busy_s += time.monotonic() - self._busy_since
-
-    @property
-    def emitter(self) -> Emitter:
-        if self._emitter is None:
-            self._emitter = Emitter(self.redis)
-        return self._emitter
 
     async def process(self, lane: str, entries: Sequence[Entry], deliveries: dict[str, int] | None = None) -> None:
         """Handle one batch from ``lane``; never raises for a bad entry."""
@@ -245,7 +238,7 @@ class Worker:
         the ack of its request; its retry bookkeeping ends here."""
         self.retry_due.pop((lane, entry_id), None)
         self.errors.pop(entry_id, None)
-        await self.emitter.queue(
+        queue_final(
             pipe,
             order_id=req.order_id,
             ticket_id=req.ticket_id,
