@@ -16,7 +16,9 @@ Order of steps (no transactions on FerretDB, so each step is safe to crash after
 
 Three writes to the store per order, none of them an update (each FerretDB
 update is a transaction of its own, and the store is the bottleneck of
-``POST /v1/orders``); the outbox lives beside the render stream it guards, so
+``POST /v1/orders``), all through the process's one writer (``writes``): the
+orders that arrive together share each insert, and an order and its tickets
+go in the same round. The outbox lives beside the render stream it guards, so
 step 4 closes it atomically.
 
 An in-flight entry older than the grace means its api crashed or stalled. The
@@ -41,7 +43,7 @@ import logging
 import time
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import orjson
 from redis.asyncio import Redis
@@ -144,7 +146,14 @@ async def record(redis: Redis, keyring: Keyring, event: Event, order: Order) -> 
     """Steps 3 and 4 for an order whose capacity is reserved: insert it and its
     tickets, enqueue the renders. Answers the first order instead when the
     Idempotency-Key lost a race, and 503 when the sweep abandoned it."""
-    if await writes.insert(Order.get_pymongo_collection(), [order.model_dump(by_alias=True)]):
+    # The order, then its tickets, in one round of the writer; the tickets only
+    # if the order went in (no duplicate: neither a tombstone nor a key's race).
+    tickets = Ticket.get_pymongo_collection()
+    chunks = _chunks(ticket_docs(order, order.ticket_ids, keyring.active_kid), writes.MAX_DOCS)
+    first_dup, _ = await writes.insert_chain(
+        [(Order.get_pymongo_collection(), [order.model_dump(by_alias=True)]), *((tickets, c) for c in chunks)]
+    )
+    if first_dup == 0:
         # Either way this order will not exist: give its tickets back (once-only
         # by the ledger's unique tag, so the sweep may have done it already).
         await capacity.release(event, order.id, order.quantity)
@@ -152,29 +161,32 @@ async def record(redis: Redis, keyring: Keyring, event: Event, order: Order) -> 
         if await stored_status(order.id) == "abandoned":
             # This request took longer than the outbox grace.
             log.warning("order abandoned by the outbox sweep before it was recorded", extra={"order_id": order.id})
-            raise Problem(503, "busy", "the order took too long to record; retry", {"Retry-After": "1"}) from None
+            raise Problem(503, "busy", "the order took too long to record; retry", {"Retry-After": "1"})
         # Lost a race with the same Idempotency-Key.
         winner = await Order.find_one({"idem": order.idem})
         if winner is None:  # pragma: no cover - the unique index says it exists
-            raise Problem(409, "conflict", "retry the request") from None
+            raise Problem(409, "conflict", "retry the request")
         return await _replay(redis, winner, order.request_hash)
 
-    await insert_tickets(order, order.ticket_ids, keyring.active_kid)
     await enqueue(redis, keyring, order, event, order.ticket_ids)
     return order
 
 
-async def insert_tickets(order: Order, ticket_ids: Sequence[str], key_id: str) -> None:
-    """Insert the order's ticket documents (status ``queued``); one that exists
-    already (a retried sweep) is that ticket."""
-    docs = [
+def ticket_docs(order: Order, ticket_ids: Sequence[str], key_id: str) -> list[dict[str, Any]]:
+    """The order's ticket documents (status ``queued``)."""
+    return [
         Ticket(
             id=tid, order_id=order.id, event_id=order.event_id, owner_id=order.owner_id,
             holder_name=order.holder_name, tier=order.tier, key_id=key_id,
         ).model_dump(by_alias=True)
         for tid in ticket_ids
     ]  # fmt: skip
-    for chunk in _chunks(docs, writes.MAX_DOCS):
+
+
+async def insert_tickets(order: Order, ticket_ids: Sequence[str], key_id: str) -> None:
+    """Insert the order's ticket documents; one that exists already (a retried
+    sweep) is that ticket."""
+    for chunk in _chunks(ticket_docs(order, ticket_ids, key_id), writes.MAX_DOCS):
         await writes.insert(Ticket.get_pymongo_collection(), chunk)
 
 

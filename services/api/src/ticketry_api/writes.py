@@ -17,6 +17,7 @@ queue hop and batches the same way.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ class _Call:
     col: AsyncCollection[Any]
     docs: Sequence[Mapping[str, Any]]
     done: asyncio.Future[list[int]]
+    then: _Call | None = None  # written next, in the same round, if this one met no duplicate
 
 
 @dataclass
@@ -43,48 +45,67 @@ class _Queue:
 
 
 _queue = _Queue()
+Step = tuple[AsyncCollection[Any], Sequence[Mapping[str, Any]]]
 
 
 async def insert(col: AsyncCollection[Any], docs: Sequence[Mapping[str, Any]]) -> list[int]:
     """Insert ``docs`` into ``col`` (in a batch with other callers'); the
     indexes of those that were duplicates. Other write errors raise."""
-    if not docs:
-        return []
-    call = _Call(col, docs, asyncio.get_running_loop().create_future())
-    _queue.pending.append(call)
+    return (await insert_chain([(col, docs)]))[1]
+
+
+async def insert_chain(steps: Sequence[Step]) -> tuple[int, list[int]]:
+    """Insert each step's documents once the step before went in without a
+    duplicate, all in one round of the writer (an order, then its tickets:
+    one wait, not two). Answers ``(i, duplicates)`` for the first step ``i``
+    that met duplicates (the later ones are not written), else
+    ``(len(steps), [])``. Other write errors raise."""
+    loop = asyncio.get_running_loop()
+    calls = [(i, _Call(col, docs, loop.create_future())) for i, (col, docs) in enumerate(steps) if docs]
+    for (_, before), (_, after) in itertools.pairwise(calls):
+        before.then = after
+    if not calls:
+        return len(steps), []
+    _queue.pending.append(calls[0][1])
     if _queue.writer is None or _queue.writer.done():
         _queue.writer = asyncio.create_task(_write_pending())
-    return await call.done
+    for i, call in calls:
+        if dups := await call.done:
+            return i, dups
+    return len(steps), []
 
 
 async def _write_pending() -> None:
+    """Rounds until nothing waits: per collection (first come, first written) one
+    ``insert_many`` per ``MAX_DOCS`` documents (a bigger call alone); a chain's
+    next step joins the same round."""
     while _queue.pending:
-        calls, _queue.pending = _queue.pending, []
-        for batch in batches(calls):
-            await _write(batch)
+        work: dict[str, list[_Call]] = {}
+        for c in _queue.pending:
+            work.setdefault(c.col.full_name, []).append(c)
+        _queue.pending = []
+        while work:
+            group = work.pop(next(iter(work)))
+            for run in _runs(group):
+                for c in await _write(run):
+                    if c.then is not None:
+                        work.setdefault(c.then.col.full_name, []).append(c.then)
 
 
-def batches(calls: Sequence[_Call]) -> list[list[_Call]]:
-    """Group calls by collection (first come, first written), then cut each
-    group into runs of at most ``MAX_DOCS`` documents (a bigger call alone)."""
-    by_col: dict[str, list[_Call]] = {}
-    for c in calls:
-        by_col.setdefault(c.col.full_name, []).append(c)
-    out: list[list[_Call]] = []
-    for group in by_col.values():
-        run: list[_Call] = []
-        size = 0
-        for c in group:
-            if run and size + len(c.docs) > MAX_DOCS:
-                out.append(run)
-                run, size = [], 0
-            run.append(c)
-            size += len(c.docs)
-        out.append(run)
+def _runs(group: list[_Call]) -> list[list[_Call]]:
+    out: list[list[_Call]] = [[]]
+    size = 0
+    for c in group:
+        if out[-1] and size + len(c.docs) > MAX_DOCS:
+            out.append([])
+            size = 0
+        out[-1].append(c)
+        size += len(c.docs)
     return out
 
 
-async def _write(batch: list[_Call]) -> None:
+async def _write(batch: list[_Call]) -> list[_Call]:
+    """One ``insert_many``; settles each call, and returns those without a duplicate."""
     docs = [d for c in batch for d in c.docs]
     errors: list[dict[str, Any]] = []
     try:
@@ -94,7 +115,8 @@ async def _write(batch: list[_Call]) -> None:
     except Exception as exc:  # the callers answer for it; the writer goes on
         for c in batch:
             settle(c.done, exc)
-        return
+        return []
+    clean: list[_Call] = []
     start = 0
     for c in batch:
         mine = [e for e in errors if start <= e["index"] < start + len(c.docs)]
@@ -102,7 +124,10 @@ async def _write(batch: list[_Call]) -> None:
             settle(c.done, BulkWriteError({"writeErrors": [other], "nInserted": 0}))
         else:
             settle(c.done, [e["index"] - start for e in mine])
+            if not mine:
+                clean.append(c)
         start += len(c.docs)
+    return clean
 
 
 def settle(done: asyncio.Future[T], outcome: T | BaseException) -> None:
