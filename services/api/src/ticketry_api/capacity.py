@@ -31,7 +31,19 @@ _MAX_TRIES = 200
 class _Want:
     order_id: str
     delta: int  # > 0 reserves, < 0 releases
-    done: asyncio.Future[bool]
+    # the writes that follow a taken want (None: not taken)
+    done: asyncio.Future[writes.Chain | None]
+    then: Sequence[writes.Step] = ()  # written right after the entry that takes it
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A reservation in the ledger; what was to follow it is on its way."""
+
+    chain: writes.Chain
+
+    async def written(self) -> tuple[int, list[int]]:
+        return await self.chain.written()
 
 
 @dataclass
@@ -59,14 +71,20 @@ async def sold(event_id: str) -> int:
     return (await head(event_id))[1]
 
 
-async def reserve(event: Event, order_id: str, quantity: int) -> bool:
-    """Take ``quantity`` tickets for ``order_id``; False when not enough are left."""
-    return await _submit(event, order_id, quantity)
+async def reserve(event: Event, order_id: str, quantity: int, then: Sequence[writes.Step] = ()) -> Taken | None:
+    """Take ``quantity`` tickets for ``order_id``; None when not enough are left.
+
+    ``then`` (the order and its tickets) is written in the same round of the
+    writer as the ledger entry, right after it and only if it went in: one
+    wait for the store per order, not two. ``Taken.written`` tells how it went.
+    """
+    chain = await _submit(event, _Want(order_id, quantity, asyncio.get_running_loop().create_future(), then))
+    return None if chain is None else Taken(chain)
 
 
 async def release(event: Event, order_id: str, quantity: int) -> None:
     """Give an order's tickets back (at most once per order)."""
-    await _submit(event, order_id, -quantity)
+    await _submit(event, _Want(order_id, -quantity, asyncio.get_running_loop().create_future()))
 
 
 async def reserved(order_id: str) -> bool:
@@ -75,9 +93,8 @@ async def reserved(order_id: str) -> bool:
     return await col.find_one({"orders": order_id}, {"_id": 1}) is not None
 
 
-async def _submit(event: Event, order_id: str, delta: int) -> bool:
+async def _submit(event: Event, want: _Want) -> writes.Chain | None:
     ledger = _ledgers.setdefault(event.id, _Ledger())
-    want = _Want(order_id, delta, asyncio.get_running_loop().create_future())
     ledger.pending.append(want)
     if ledger.writer is None or ledger.writer.done():
         ledger.writer = asyncio.create_task(_write_pending(event, ledger))
@@ -104,7 +121,8 @@ async def _write_pending(event: Event, ledger: _Ledger) -> None:
 
 async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None:
     """Append one entry for ``wants`` (reservations that fit, in order; or one
-    release) and settle each want: True taken/released, False did not fit."""
+    release) and settle each want: with the chain of writes that follow it
+    once taken or released, None when it did not fit."""
     col = Reservation.get_pymongo_collection()
     check = wants[0].delta > 0
     cached = ledger.head
@@ -119,6 +137,7 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
                 after += w.delta
         if len(taken) < len(wants) and not fresh:
             continue  # the hint may predate a release elsewhere: read the head
+        chains: dict[_Want, writes.Chain] = {}
         first = taken[0] if taken else None
         if first is not None:
             tag = f"{'reserve' if check else 'release'}:{first.order_id}"
@@ -126,7 +145,8 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
                 id=f"{event.id}:{seq + 1:012d}", event_id=event.id, seq=seq + 1, delta=after - current,
                 sold_after=after, tag=tag, orders=[w.order_id for w in taken] if check else [],
             )  # fmt: skip
-            if not await writes.insert(col, [entry.model_dump(by_alias=True)]):
+            chains = {w: writes.Chain(w.then) for w in taken}
+            if not await writes.insert(col, [entry.model_dump(by_alias=True)], list(chains.values())):
                 ledger.head = (seq + 1, after)
             else:
                 ledger.head = None
@@ -135,7 +155,10 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
                 if await col.find_one({"tag": tag}, {"_id": 1}) is None:
                     await asyncio.sleep(random.uniform(0, 0.004))  # noqa: S311 - jitter only
                     continue
+                chains = {w: writes.Chain(w.then) for w in taken}  # not written with the entry
+                for c in chains.values():
+                    writes.start(c)
         for w in wants:
-            writes.settle(w.done, w in taken)
+            writes.settle(w.done, chains.get(w))
         return
     raise Problem(503, "busy", "too much contention on this event; retry", {"Retry-After": "1"})

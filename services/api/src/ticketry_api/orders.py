@@ -17,8 +17,9 @@ Order of steps (no transactions on FerretDB, so each step is safe to crash after
 Three writes to the store per order, none of them an update (each FerretDB
 update is a transaction of its own, and the store is the bottleneck of
 ``POST /v1/orders``), all through the process's one writer (``writes``): the
-orders that arrive together share each insert, and an order and its tickets
-go in the same round. The outbox lives beside the render stream it guards, so
+orders that arrive together share each insert, and an order's ledger entry,
+the order and its tickets go in one round of it, each only if the one before
+went in. The outbox lives beside the render stream it guards, so
 step 4 closes it atomically.
 
 An in-flight entry older than the grace means its api crashed or stalled. The
@@ -104,15 +105,6 @@ async def place_order(
         raise Problem(404, "event not found")
 
     order_id = new_id("or")
-    member = streams.in_flight_member(order_id, event.id, body.quantity)
-    await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: _now_ms()})
-    if not await capacity.reserve(event, order_id, body.quantity):
-        await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
-        if idem is not None and (winner := await Order.find_one({"idem": idem})) is not None:
-            return await _replay(redis, winner, digest)
-        raise Problem(409, "sold out", "the event has fewer tickets left than requested")
-
-    ticket_ids = [new_id("tk") for _ in range(body.quantity)]
     order = Order(
         id=order_id,
         owner_id=principal.sub,
@@ -120,12 +112,22 @@ async def place_order(
         quantity=body.quantity,
         tier=body.tier,
         holder_name=body.holder_name,
-        ticket_ids=ticket_ids,
+        ticket_ids=[new_id("tk") for _ in range(body.quantity)],
         idempotency_key=idempotency_key,
         idem=idem or f"auto:{order_id}",
         request_hash=digest,
     )
-    return await record(redis, keyring, event, order)
+    member = streams.in_flight_member(order_id, event.id, body.quantity)
+    await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: _now_ms()})
+    # The order and its tickets follow the ledger entry in the same round (step 3).
+    taken = await capacity.reserve(event, order_id, body.quantity, then=order_steps(order, keyring.active_kid))
+    if taken is None:
+        await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
+        if idem is not None and (winner := await Order.find_one({"idem": idem})) is not None:
+            return await _replay(redis, winner, digest)
+        raise Problem(409, "sold out", "the event has fewer tickets left than requested")
+    first_dup, _ = await taken.written()
+    return await record(redis, keyring, event, order, order_written=first_dup != 0)
 
 
 async def event_of(event_id: str) -> Event | None:
@@ -142,18 +144,25 @@ async def event_of(event_id: str) -> Event | None:
     return event
 
 
-async def record(redis: Redis, keyring: Keyring, event: Event, order: Order) -> Order:
-    """Steps 3 and 4 for an order whose capacity is reserved: insert it and its
-    tickets, enqueue the renders. Answers the first order instead when the
-    Idempotency-Key lost a race, and 503 when the sweep abandoned it."""
-    # The order, then its tickets, in one round of the writer; the tickets only
-    # if the order went in (no duplicate: neither a tombstone nor a key's race).
+def order_steps(order: Order, key_id: str) -> list[writes.Step]:
+    """The order, then its tickets: as a chain, the tickets go in only if the
+    order met no duplicate (neither a tombstone nor a key's race)."""
     tickets = Ticket.get_pymongo_collection()
-    chunks = _chunks(ticket_docs(order, order.ticket_ids, keyring.active_kid), writes.MAX_DOCS)
-    first_dup, _ = await writes.insert_chain(
-        [(Order.get_pymongo_collection(), [order.model_dump(by_alias=True)]), *((tickets, c) for c in chunks)]
-    )
-    if first_dup == 0:
+    chunks = _chunks(ticket_docs(order, order.ticket_ids, key_id), writes.MAX_DOCS)
+    return [(Order.get_pymongo_collection(), [order.model_dump(by_alias=True)]), *((tickets, c) for c in chunks)]
+
+
+async def record(
+    redis: Redis, keyring: Keyring, event: Event, order: Order, *, order_written: bool | None = None
+) -> Order:
+    """Steps 3 and 4 for an order whose capacity is reserved: insert it and its
+    tickets (unless ``order_written`` says how that went already), enqueue the
+    renders. Answers the first order instead when the Idempotency-Key lost a
+    race, and 503 when the sweep abandoned it."""
+    if order_written is None:
+        first_dup, _ = await writes.insert_chain(order_steps(order, keyring.active_kid))
+        order_written = first_dup != 0
+    if not order_written:
         # Either way this order will not exist: give its tickets back (once-only
         # by the ledger's unique tag, so the sweep may have done it already).
         await capacity.release(event, order.id, order.quantity)

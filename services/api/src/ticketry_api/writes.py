@@ -35,7 +35,8 @@ class _Call:
     col: AsyncCollection[Any]
     docs: Sequence[Mapping[str, Any]]
     done: asyncio.Future[list[int]]
-    then: _Call | None = None  # written next, in the same round, if this one met no duplicate
+    # written next, in the same round, if this one met no duplicate
+    then: list[_Call] = field(default_factory=list)
 
 
 @dataclass
@@ -48,31 +49,62 @@ _queue = _Queue()
 Step = tuple[AsyncCollection[Any], Sequence[Mapping[str, Any]]]
 
 
-async def insert(col: AsyncCollection[Any], docs: Sequence[Mapping[str, Any]]) -> list[int]:
+class Chain:
+    """Steps written one after the other, each once the one before went in
+    without a duplicate, all in one round of the writer (an order, then its
+    tickets: one wait, not two)."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self.size = len(steps)
+        loop = asyncio.get_running_loop()
+        self._calls = [(i, _Call(col, docs, loop.create_future())) for i, (col, docs) in enumerate(steps) if docs]
+        for (_, before), (_, after) in itertools.pairwise(self._calls):
+            before.then.append(after)
+
+    @property
+    def head(self) -> _Call | None:
+        return self._calls[0][1] if self._calls else None
+
+    async def written(self) -> tuple[int, list[int]]:
+        """``(i, duplicates)`` for the first step ``i`` that met duplicates (the
+        later ones are not written), else ``(len(steps), [])``. Other write
+        errors raise."""
+        for i, call in self._calls:
+            if dups := await call.done:
+                return i, dups
+        return self.size, []
+
+
+async def insert(col: AsyncCollection[Any], docs: Sequence[Mapping[str, Any]], then: Sequence[Chain] = ()) -> list[int]:
     """Insert ``docs`` into ``col`` (in a batch with other callers'); the
-    indexes of those that were duplicates. Other write errors raise."""
-    return (await insert_chain([(col, docs)]))[1]
+    indexes of those that were duplicates. Other write errors raise. Each chain
+    of ``then`` follows in the same round if none was a duplicate (and is not
+    written otherwise)."""
+    if not docs:
+        return []
+    call = _Call(col, docs, asyncio.get_running_loop().create_future())
+    call.then = [c.head for c in then if c.head is not None]
+    _submit(call)
+    return await call.done
 
 
 async def insert_chain(steps: Sequence[Step]) -> tuple[int, list[int]]:
-    """Insert each step's documents once the step before went in without a
-    duplicate, all in one round of the writer (an order, then its tickets:
-    one wait, not two). Answers ``(i, duplicates)`` for the first step ``i``
-    that met duplicates (the later ones are not written), else
-    ``(len(steps), [])``. Other write errors raise."""
-    loop = asyncio.get_running_loop()
-    calls = [(i, _Call(col, docs, loop.create_future())) for i, (col, docs) in enumerate(steps) if docs]
-    for (_, before), (_, after) in itertools.pairwise(calls):
-        before.then = after
-    if not calls:
-        return len(steps), []
-    _queue.pending.append(calls[0][1])
+    """Write a :class:`Chain` of ``steps``; see :meth:`Chain.written`."""
+    chain = Chain(steps)
+    start(chain)
+    return await chain.written()
+
+
+def start(chain: Chain) -> None:
+    """Queue ``chain`` on its own (not behind another write)."""
+    if chain.head is not None:
+        _submit(chain.head)
+
+
+def _submit(call: _Call) -> None:
+    _queue.pending.append(call)
     if _queue.writer is None or _queue.writer.done():
         _queue.writer = asyncio.create_task(_write_pending())
-    for i, call in calls:
-        if dups := await call.done:
-            return i, dups
-    return len(steps), []
 
 
 async def _write_pending() -> None:
@@ -88,8 +120,8 @@ async def _write_pending() -> None:
             group = work.pop(next(iter(work)))
             for run in _runs(group):
                 for c in await _write(run):
-                    if c.then is not None:
-                        work.setdefault(c.then.col.full_name, []).append(c.then)
+                    for t in c.then:
+                        work.setdefault(t.col.full_name, []).append(t)
 
 
 def _runs(group: list[_Call]) -> list[list[_Call]]:
