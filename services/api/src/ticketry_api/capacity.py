@@ -1,8 +1,8 @@
 """An event's capacity as an append-only ledger (see ``documents.Reservation``).
 
 Each change inserts the next ``seq``; the unique ``_id`` lets exactly one
-concurrent writer win it, the losers re-read the head and try again. Across
-processes the unique key decides.
+concurrent writer win it, the losers walk forward to the head (by ``_id``) and
+try again. Across processes the unique key decides.
 
 Within one process, the writes of an event go through one writer at a time
 (``_Ledger``) with group commit: the reservations that arrive while an entry is
@@ -67,8 +67,25 @@ async def head(event_id: str) -> tuple[int, int]:
     return (0, 0) if raw is None else (int(raw["seq"]), int(raw["sold_after"]))
 
 
+async def advance(event_id: str, known: tuple[int, int]) -> tuple[int, int]:
+    """The head, walking forward from an entry known to exist, by ``_id``: on
+    FerretDB v1 only an ``_id`` filter is cheap (``head`` sorts the whole
+    ledger in memory), and entries are only ever appended."""
+    col = Reservation.get_pymongo_collection()
+    seq, sold = known
+    while (nxt := await col.find_one({"_id": _entry_id(event_id, seq + 1)}, {"sold_after": 1})) is not None:
+        seq, sold = seq + 1, int(nxt["sold_after"])
+    return seq, sold
+
+
 async def sold(event_id: str) -> int:
-    return (await head(event_id))[1]
+    ledger = _ledgers.get(event_id)
+    hint = ledger.head if ledger is not None else None
+    return (await (head(event_id) if hint is None else advance(event_id, hint)))[1]
+
+
+def _entry_id(event_id: str, seq: int) -> str:
+    return f"{event_id}:{seq:012d}"
 
 
 async def reserve(event: Event, order_id: str, quantity: int, then: Sequence[writes.Step] = ()) -> Taken | None:
@@ -125,24 +142,28 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
     once taken or released, None when it did not fit."""
     col = Reservation.get_pymongo_collection()
     check = wants[0].delta > 0
-    cached = ledger.head
+    # The head this process wrote last is a hint, not a read: if another process
+    # appended meanwhile, seq+1 is taken, the insert fails, and only then is the
+    # head looked up (walking forward by _id from the hint).
+    fresh = ledger.head is None
+    known = await head(event.id) if ledger.head is None else ledger.head
     for _ in range(_MAX_TRIES):
-        fresh = cached is None
-        seq, current = await head(event.id) if cached is None else cached
-        cached = None
+        seq, current = known
         taken, after = [], current
         for w in wants:
             if not check or after + w.delta <= event.capacity:
                 taken.append(w)
                 after += w.delta
         if len(taken) < len(wants) and not fresh:
-            continue  # the hint may predate a release elsewhere: read the head
+            # The hint may predate a release elsewhere: find the head first.
+            known, fresh = await advance(event.id, known), True
+            continue
         chains: dict[_Want, writes.Chain] = {}
         first = taken[0] if taken else None
         if first is not None:
             tag = f"{'reserve' if check else 'release'}:{first.order_id}"
             entry = Reservation(
-                id=f"{event.id}:{seq + 1:012d}", event_id=event.id, seq=seq + 1, delta=after - current,
+                id=_entry_id(event.id, seq + 1), event_id=event.id, seq=seq + 1, delta=after - current,
                 sold_after=after, tag=tag, orders=[w.order_id for w in taken] if check else [],
             )  # fmt: skip
             chains = {w: writes.Chain(w.then) for w in taken}
@@ -150,10 +171,13 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
                 ledger.head = (seq + 1, after)
             else:
                 ledger.head = None
-                # Either another writer took seq+1 (retry), or this tag is already
-                # in the ledger (written before: idempotent success).
-                if await col.find_one({"tag": tag}, {"_id": 1}) is None:
-                    await asyncio.sleep(random.uniform(0, 0.004))  # noqa: S311 - jitter only
+                # Another writer took seq+1 (retry from the head), or this tag is
+                # in the ledger already (written before, e.g. by a retried insert,
+                # or the sweep released first: idempotent success). Read by _id.
+                nxt = await col.find_one({"_id": entry.id}, {"tag": 1, "sold_after": 1})
+                if nxt is not None and nxt["tag"] != tag:
+                    await asyncio.sleep(random.uniform(0, 0.002))  # noqa: S311 - jitter only
+                    known, fresh = await advance(event.id, (seq + 1, int(nxt["sold_after"]))), True
                     continue
                 chains = {w: writes.Chain(w.then) for w in taken}  # not written with the entry
                 for c in chains.values():
