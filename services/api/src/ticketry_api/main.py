@@ -13,6 +13,7 @@ import uvicorn
 from fastapi import FastAPI
 from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo, connect_redis, ensure_groups
+from ticketry.runtime import freeze_startup_heap
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
@@ -62,6 +63,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                 )
             )
         )  # fmt: skip
+        freeze_startup_heap()
         try:
             yield
         finally:

@@ -10,6 +10,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 from ticketry.db import connect_mongo, connect_redis
+from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
@@ -29,6 +30,7 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
         app.state.settings, app.state.hub = settings, hub
         stop = asyncio.Event()
         task = asyncio.create_task(hub.run(stop))
+        freeze_startup_heap()
         try:
             yield
         finally:

@@ -16,6 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
 from ticketry.db import connect_redis, ensure_groups
+from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
@@ -64,6 +65,7 @@ def create_app(settings: RendererSettings) -> FastStream:
             _metrics_started.append(True)
         tasks.append(asyncio.create_task(worker.claim_loop(stop)))
         tasks.append(asyncio.create_task(worker.heartbeat_loop(stop)))
+        freeze_startup_heap()
         log.info("renderer started", extra={"consumer": consumer})
 
     @app.after_shutdown
