@@ -93,6 +93,9 @@ async def test_two_processes_racing_for_the_last_tickets_never_oversell(
         for n, e in enumerate(entries, 1):
             running += e["delta"]
             assert (e["seq"], e["sold_after"]) == (n, running) and 0 <= running <= capacity_
+        # (the head, found by _id alone, from nothing or from any entry on)
+        assert await capacity.head(ev.id) == (len(entries), running)
+        assert await capacity.head(ev.id, (3, entries[2]["sold_after"])) == (len(entries), running)
         # And each of this process's orders was reserved at most once, and looks reserved
         reserved_for = [o for e in entries for o in e["orders"]]
         assert any(len(e["orders"]) > 1 for e in entries)  # group commit did serve several at once

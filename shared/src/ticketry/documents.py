@@ -159,7 +159,6 @@ class Reservation(Document):
         name = "reservations"
         indexes: ClassVar[list[pymongo.IndexModel]] = [
             pymongo.IndexModel([("tag", 1)], unique=True),
-            pymongo.IndexModel([("event_id", 1), ("seq", -1)]),
             pymongo.IndexModel([("orders", 1)]),
         ]
 

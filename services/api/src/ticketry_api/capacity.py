@@ -1,8 +1,8 @@
 """An event's capacity as an append-only ledger (see ``documents.Reservation``).
 
 Each change inserts the next ``seq``; the unique ``_id`` lets exactly one
-concurrent writer win it, the losers walk forward to the head (by ``_id``) and
-try again. Across processes the unique key decides.
+concurrent writer win it, the losers look up the head (by ``_id``) and try
+again. Across processes the unique key decides.
 
 Within one process, the writes of an event go through one writer at a time
 (``_Ledger``) with group commit: the reservations that arrive while an entry is
@@ -59,29 +59,37 @@ class _Ledger:
 _ledgers: dict[str, _Ledger] = {}
 
 
-async def head(event_id: str) -> tuple[int, int]:
-    """``(seq, sold)`` of the newest ledger entry (``(0, 0)`` for none)."""
-    raw = await Reservation.get_pymongo_collection().find_one(
-        {"event_id": event_id}, {"seq": 1, "sold_after": 1}, sort=[("seq", -1)]
-    )
-    return (0, 0) if raw is None else (int(raw["seq"]), int(raw["sold_after"]))
+async def head(event_id: str, known: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """``(seq, sold)`` of the newest ledger entry (``(0, 0)`` for none), looking
+    forward from ``known`` (an entry that exists, or the empty start).
 
-
-async def advance(event_id: str, known: tuple[int, int]) -> tuple[int, int]:
-    """The head, walking forward from an entry known to exist, by ``_id``: on
-    FerretDB v1 only an ``_id`` filter is cheap (``head`` sorts the whole
-    ledger in memory), and entries are only ever appended."""
+    By ``_id`` alone: FerretDB v1 answers any other filter or sort by decoding
+    the whole collection, which grows with every order. Entries are gap-free
+    (seq n+1 is written only by one who read n), so the head is found by
+    doubling the step until a miss, then bisecting: 2·log2(n) point reads,
+    one for a new event."""
     col = Reservation.get_pymongo_collection()
-    seq, sold = known
-    while (nxt := await col.find_one({"_id": _entry_id(event_id, seq + 1)}, {"sold_after": 1})) is not None:
-        seq, sold = seq + 1, int(nxt["sold_after"])
-    return seq, sold
+
+    async def sold_at(seq: int) -> int | None:
+        doc = await col.find_one({"_id": _entry_id(event_id, seq)}, {"sold_after": 1})
+        return None if doc is None else int(doc["sold_after"])
+
+    lo, step = known, 1
+    while (got := await sold_at(lo[0] + step)) is not None:
+        lo, step = (lo[0] + step, got), step * 2
+    hi = lo[0] + step  # missing
+    while hi - lo[0] > 1:
+        mid = (lo[0] + hi) // 2
+        if (got := await sold_at(mid)) is None:
+            hi = mid
+        else:
+            lo = (mid, got)
+    return lo
 
 
 async def sold(event_id: str) -> int:
     ledger = _ledgers.get(event_id)
-    hint = ledger.head if ledger is not None else None
-    return (await (head(event_id) if hint is None else advance(event_id, hint)))[1]
+    return (await head(event_id, ledger.head if ledger is not None and ledger.head else (0, 0)))[1]
 
 
 def _entry_id(event_id: str, seq: int) -> str:
@@ -144,9 +152,9 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
     check = wants[0].delta > 0
     # The head this process wrote last is a hint, not a read: if another process
     # appended meanwhile, seq+1 is taken, the insert fails, and only then is the
-    # head looked up (walking forward by _id from the hint).
+    # head looked up (forward from the hint).
     fresh = ledger.head is None
-    known = await head(event.id) if ledger.head is None else ledger.head
+    known = ledger.head or await head(event.id)
     for _ in range(_MAX_TRIES):
         seq, current = known
         taken, after = [], current
@@ -156,7 +164,7 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
                 after += w.delta
         if len(taken) < len(wants) and not fresh:
             # The hint may predate a release elsewhere: find the head first.
-            known, fresh = await advance(event.id, known), True
+            known, fresh = await head(event.id, known), True
             continue
         chains: dict[_Want, writes.Chain] = {}
         first = taken[0] if taken else None
@@ -177,7 +185,7 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
                 nxt = await col.find_one({"_id": entry.id}, {"tag": 1, "sold_after": 1})
                 if nxt is not None and nxt["tag"] != tag:
                     await asyncio.sleep(random.uniform(0, 0.002))  # noqa: S311 - jitter only
-                    known, fresh = await advance(event.id, (seq + 1, int(nxt["sold_after"]))), True
+                    known, fresh = await head(event.id, (seq + 1, int(nxt["sold_after"]))), True
                     continue
                 chains = {w: writes.Chain(w.then) for w in taken}  # not written with the entry
                 for c in chains.values():
