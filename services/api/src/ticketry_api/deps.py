@@ -76,7 +76,8 @@ def require(*roles: Role) -> Callable[..., Coroutine[Any, Any, Principal]]:
 
 def rate_limited(scope: str, *roles: Role) -> Callable[..., Coroutine[Any, Any, Principal]]:
     """Like :func:`require`, then counts the call against the caller's per-minute
-    limit for ``scope`` (``orders`` or ``checkins``); 429 with Retry-After when over."""
+    limit for ``scope`` (``checkins``; orders count theirs in ``place_order``);
+    429 with Retry-After when over."""
     allowed = set(roles) | {"admin"}
 
     # Annotations name module globals only: FastAPI resolves them from there.

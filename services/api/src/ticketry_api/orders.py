@@ -57,8 +57,9 @@ from ticketry.events import RenderRequest
 from ticketry.ids import is_valid_id, new_id
 from ticketry.tracing import current_traceparent
 
-from ticketry_api import capacity, writes
+from ticketry_api import capacity, ratelimit, writes
 from ticketry_api.errors import Problem
+from ticketry_api.ratelimit import RateSettings
 from ticketry_api.schemas import OrderIn
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,13 @@ async def place_order(
     body: OrderIn,
     idempotency_key: str | None,
     max_quantity: int,
+    rates: RateSettings,
 ) -> Order:
-    """Reserve capacity, record the order and its tickets, enqueue the renders."""
+    """Reserve capacity, record the order and its tickets, enqueue the renders.
+
+    The buyer's order rate limit is counted here, in the same MULTI as the
+    outbox entry (one round trip to Redis, not two): a new order counts, a
+    replayed Idempotency-Key or an order refused before this point does not."""
     if body.quantity > max_quantity:
         raise Problem(422, "quantity too large", f"at most {max_quantity} tickets per order")
     digest = request_hash(body)
@@ -118,7 +124,15 @@ async def place_order(
         request_hash=digest,
     )
     member = streams.in_flight_member(order_id, event.id, body.quantity)
-    await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: _now_ms()})
+    limit = rates.rate_orders_per_min
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.zadd(streams.ORDERS_IN_FLIGHT, {member: _now_ms()})
+        if limit > 0:
+            ratelimit.queue_hit(pipe, "orders", principal.sub, rates.rate_window_s)
+        replies = await pipe.execute()
+    if limit > 0 and not (v := ratelimit.verdict(replies[1:], limit)).allowed:
+        await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
+        raise ratelimit.refusal(v, limit, rates.rate_window_s)
     # The order and its tickets follow the ledger entry in the same round (step 3).
     taken = await capacity.reserve(event, order_id, body.quantity, then=order_steps(order, keyring.active_kid))
     if taken is None:

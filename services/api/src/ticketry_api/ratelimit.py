@@ -9,11 +9,14 @@ person does, and low only where a test sets them on purpose.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from ticketry import streams
 
 from ticketry_api.errors import Problem
@@ -36,31 +39,44 @@ class Verdict:
     retry_after_s: int
 
 
-async def hit(redis: Redis, scope: str, user_id: str, limit: int, window_s: int) -> Verdict:
-    """Count one request of ``user_id`` in the current window of ``scope``.
+def queue_hit(pipe: Pipeline, scope: str, user_id: str, window_s: int) -> None:
+    """Queue the count of one request of ``user_id`` in the current window of
+    ``scope`` on a MULTI pipeline (three replies; :func:`verdict` reads them).
 
     The first hit of a window starts it: ``EXPIRE … NX`` sets the TTL only when
     the key has none (https://redis.io/docs/latest/commands/expire/, Redis ≥ 7),
     so the window cannot be extended by later hits; its TTL is the Retry-After.
     """
     key = streams.rate_limit(scope, user_id)
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.incr(key)
-        pipe.expire(key, window_s, nx=True)
-        pipe.ttl(key)
-        count, _, ttl = await pipe.execute()
+    pipe.incr(key)
+    pipe.expire(key, window_s, nx=True)
+    pipe.ttl(key)
+
+
+def verdict(replies: Sequence[Any], limit: int) -> Verdict:
+    count, _, ttl = replies
     return Verdict(int(count) <= limit, int(count), max(1, int(ttl)))
+
+
+def refusal(v: Verdict, limit: int, window_s: int) -> Problem:
+    return Problem(
+        429,
+        "too many requests",
+        f"at most {limit} per {window_s} s; retry later",
+        {"Retry-After": str(v.retry_after_s)},
+    )
+
+
+async def hit(redis: Redis, scope: str, user_id: str, limit: int, window_s: int) -> Verdict:
+    """Count one request of ``user_id`` in the current window of ``scope``."""
+    async with redis.pipeline(transaction=True) as pipe:
+        queue_hit(pipe, scope, user_id, window_s)
+        return verdict(await pipe.execute(), limit)
 
 
 async def enforce(redis: Redis, scope: str, user_id: str, limit: int, window_s: int) -> None:
     """Raise 429 with ``Retry-After`` when ``user_id`` is over ``limit`` in this window."""
     if limit <= 0:
         return
-    verdict = await hit(redis, scope, user_id, limit, window_s)
-    if not verdict.allowed:
-        raise Problem(
-            429,
-            "too many requests",
-            f"at most {limit} per {window_s} s; retry later",
-            {"Retry-After": str(verdict.retry_after_s)},
-        )
+    if not (v := await hit(redis, scope, user_id, limit, window_s)).allowed:
+        raise refusal(v, limit, window_s)

@@ -11,7 +11,7 @@ from ticketry.ids import is_valid_id
 from ticketry.tracing import tracer
 
 from ticketry_api import capacity
-from ticketry_api.deps import AnyUser, State, rate_limited
+from ticketry_api.deps import AnyUser, State, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.orders import event_of, place_order, stored_status
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses
@@ -31,7 +31,7 @@ def progress_url(state_url: str, order_id: str) -> str:
 async def create_order(
     body: OrderIn,
     state: State,
-    who: Annotated[Principal, Depends(rate_limited("orders", "buyer"))],
+    who: Annotated[Principal, Depends(require("buyer"))],  # rate-limited in place_order
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] = None,
 ) -> OrderAccepted:
     state.keyring.refresh()  # sign with the newest key if another process rotated
@@ -44,6 +44,7 @@ async def create_order(
             body=body,
             idempotency_key=idempotency_key,
             max_quantity=state.settings.max_tickets_per_order,
+            rates=state.rates,
         )
         span.set_attribute("order.id", order.id)
     return OrderAccepted(
