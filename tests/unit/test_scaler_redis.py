@@ -350,8 +350,9 @@ while not stop:
         for entry_id, _ in entries:
             time.sleep(0.01)
             r.xack(streams.RENDER_STD, streams.RENDERERS_GROUP, entry_id)
-r.delete(streams.renderer_heartbeat(name))
+# The mark first: a test that sees the heartbeat gone may look for it at once.
 open(os.path.join(out, f"{name}.{os.getpid()}.term"), "w").close()
+r.delete(streams.renderer_heartbeat(name))
 """
 
 
