@@ -36,16 +36,6 @@ class _Want:
     then: Sequence[writes.Step] = ()  # written right after the entry that takes it
 
 
-@dataclass(frozen=True)
-class Taken:
-    """A reservation in the ledger; what was to follow it is on its way."""
-
-    chain: writes.Chain
-
-    async def written(self) -> tuple[int, list[int]]:
-        return await self.chain.written()
-
-
 @dataclass
 class _Ledger:
     """One event's writer in this process: what waits, and the head it wrote last."""
@@ -88,23 +78,22 @@ async def head(event_id: str, known: tuple[int, int] = (0, 0)) -> tuple[int, int
 
 
 async def sold(event_id: str) -> int:
-    ledger = _ledgers.get(event_id)
-    return (await head(event_id, ledger.head if ledger is not None and ledger.head else (0, 0)))[1]
+    hint = ledger.head if (ledger := _ledgers.get(event_id)) is not None else None
+    return (await head(event_id, hint or (0, 0)))[1]
 
 
 def _entry_id(event_id: str, seq: int) -> str:
     return f"{event_id}:{seq:012d}"
 
 
-async def reserve(event: Event, order_id: str, quantity: int, then: Sequence[writes.Step] = ()) -> Taken | None:
+async def reserve(event: Event, order_id: str, quantity: int, then: Sequence[writes.Step] = ()) -> writes.Chain | None:
     """Take ``quantity`` tickets for ``order_id``; None when not enough are left.
 
     ``then`` (the order and its tickets) is written in the same round of the
     writer as the ledger entry, right after it and only if it went in: one
-    wait for the store per order, not two. ``Taken.written`` tells how it went.
+    wait for the store per order, not two. The chain returned tells how it went.
     """
-    chain = await _submit(event, _Want(order_id, quantity, asyncio.get_running_loop().create_future(), then))
-    return None if chain is None else Taken(chain)
+    return await _submit(event, _Want(order_id, quantity, asyncio.get_running_loop().create_future(), then))
 
 
 async def release(event: Event, order_id: str, quantity: int) -> None:
