@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
 )
@@ -24,6 +25,7 @@ func main() {
 	// Redis's appendfsync everysec beside it. "full" fsyncs every commit (2x the
 	// cost of an insert here).
 	synchronous := flag.String("synchronous", "normal", "SQLite synchronous pragma: normal or full")
+	idIndexEvery := flag.Duration("id-index-every", time.Second, "how often to index new tables' _id lookups (0: never)")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -52,6 +54,10 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	if *idIndexEvery > 0 {
+		go indexIDLookups(ctx, *dir, *idIndexEvery, logger)
+	}
 
 	logger.Warn("ferretdb listening", "addr", *listen, "dir", *dir)
 	if err := f.Run(ctx); err != nil {
