@@ -8,6 +8,8 @@ come live from Redis while it renders, and from its ``OrderState`` after.
 
 from __future__ import annotations
 
+import asyncio
+
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.db import as_text
@@ -27,11 +29,29 @@ async def ticket_status(ticket: Ticket) -> TicketStatus:
     return effective(ticket.status, state.status if state else None)
 
 
-async def order_ticket_statuses(order_id: str) -> dict[str, TicketStatus]:
-    """Every ticket of an order → its status (two indexed queries)."""
-    own = await Ticket.get_pymongo_collection().find({"order_id": order_id}, {"status": 1}).to_list()
-    states = await TicketState.get_pymongo_collection().find({"order_id": order_id}, {"status": 1}).to_list()
-    rendered = {s["_id"]: s["status"] for s in states}
+# Up to this many tickets, an order's statuses are read ticket by ticket by _id.
+POINT_READS_UP_TO = 64
+
+
+async def order_ticket_statuses(order: Order) -> dict[str, TicketStatus]:
+    """Every ticket of an order → its status.
+
+    FerretDB v1 answers a filter on ``order_id`` by decoding every ticket ever
+    sold (measured: 1.7 s per GET of a 20-ticket order with 20,000 tickets
+    stored), so an order of up to ``POINT_READS_UP_TO`` tickets is read by
+    ``_id``, two point reads a ticket, side by side. A bigger order takes the
+    scan (on MongoDB both are indexed)."""
+    tickets, states = Ticket.get_pymongo_collection(), TicketState.get_pymongo_collection()
+    if len(order.ticket_ids) <= POINT_READS_UP_TO:
+        got = await asyncio.gather(
+            *(col.find_one({"_id": t}, {"status": 1}) for col in (tickets, states) for t in order.ticket_ids)
+        )
+        own = [d for d in got[: len(order.ticket_ids)] if d is not None]
+        done = [d for d in got[len(order.ticket_ids) :] if d is not None]
+    else:
+        own = await tickets.find({"order_id": order.id}, {"status": 1}).to_list()
+        done = await states.find({"order_id": order.id}, {"status": 1}).to_list()
+    rendered = {s["_id"]: s["status"] for s in done}
     return {t["_id"]: effective(t["status"], rendered.get(t["_id"])) for t in own}
 
 

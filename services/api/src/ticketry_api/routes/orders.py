@@ -81,7 +81,7 @@ async def is_cancelled(order_id: str) -> bool:
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422))
 async def get_order(order_id: str, who: AnyUser, state: State) -> OrderOut:
     order = await owned_order(order_id, who)
-    statuses = await order_ticket_statuses(order.id)
+    statuses = await order_ticket_statuses(order)
     status, rendered, failed = await order_outcome(state.redis, order)
     return OrderOut(
         id=order.id,
