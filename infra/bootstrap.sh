@@ -33,7 +33,8 @@ command -v uv >/dev/null 2>&1 || { echo "bootstrap: pip install uv"; python3 -m 
 command -v just >/dev/null 2>&1 || { echo "bootstrap: pip install rust-just"; python3 -m pip install -q rust-just; }
 
 # FerretDB v1.24.2 (SQLite backend) through our own main (infra/ferretdb).
-if [[ ! -x .bin/ferretdb || infra/ferretdb/main.go -nt .bin/ferretdb || infra/ferretdb/go.sum -nt .bin/ferretdb ]]; then
+# Rebuilt when any of its sources is newer than the binary.
+if [[ ! -x .bin/ferretdb || -n "$(find infra/ferretdb -newer .bin/ferretdb -type f 2>/dev/null)" ]]; then
   echo "bootstrap: building FerretDB (go build, module proxy)"
   mkdir -p .bin
   (cd infra/ferretdb && CGO_ENABLED=0 go build -trimpath -o ../../.bin/ferretdb .)

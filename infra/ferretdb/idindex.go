@@ -5,11 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"time"
-
-	_ "modernc.org/sqlite" // the driver FerretDB itself uses ("sqlite")
 )
 
 // FerretDB v1.24's SQLite backend finds a document by _id with
@@ -23,37 +20,9 @@ import (
 // tables without that index every interval. The index is invisible to
 // FerretDB (its metadata does not list it) and goes with its table.
 func indexIDLookups(ctx context.Context, dir string, every time.Duration, logger *slog.Logger) {
-	dbs := map[string]*sql.DB{}
-	defer func() {
-		for _, db := range dbs {
-			_ = db.Close()
-		}
-	}()
-
-	for {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.sqlite"))
-		for _, file := range files {
-			db, ok := dbs[file]
-			if !ok {
-				var err error
-				if db, err = sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(10000)"); err != nil {
-					logger.Warn("id index: open", "file", file, "error", err)
-					continue
-				}
-				db.SetMaxOpenConns(1)
-				dbs[file] = db
-			}
-			if err := indexTables(ctx, db, logger); err != nil && ctx.Err() == nil {
-				logger.Warn("id index", "file", file, "error", err)
-			}
-		}
-
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-	}
+	eachDatabase(ctx, dir, every, "_pragma=busy_timeout(10000)", logger, func(ctx context.Context, db *sql.DB) error {
+		return indexTables(ctx, db, logger)
+	})
 }
 
 func indexTables(ctx context.Context, db *sql.DB, logger *slog.Logger) error {

@@ -25,6 +25,7 @@ func main() {
 	// Redis's appendfsync everysec beside it. "full" fsyncs every commit (2x the
 	// cost of an insert here).
 	synchronous := flag.String("synchronous", "normal", "SQLite synchronous pragma: normal or full")
+	checkpointEvery := flag.Duration("checkpoint-every", time.Second, "checkpoint the WALs in the background this often (0: SQLite's own, in the committing writer)")
 	idIndexEvery := flag.Duration("id-index-every", time.Second, "how often to index new tables' _id lookups (0: never)")
 	flag.Parse()
 
@@ -42,11 +43,15 @@ func main() {
 		log.Fatal(err)
 	}
 
+	url := "file:" + *dir + "/?_pragma=synchronous(" + *synchronous + ")"
+	if *checkpointEvery > 0 {
+		url += "&_pragma=wal_autocheckpoint(0)"
+	}
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: *listen},
 		Logger:    logger,
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + *dir + "/?_pragma=synchronous(" + *synchronous + ")",
+		SQLiteURL: url,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -55,6 +60,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if *checkpointEvery > 0 {
+		go checkpointWALs(ctx, *dir, *checkpointEvery, logger)
+	}
 	if *idIndexEvery > 0 {
 		go indexIDLookups(ctx, *dir, *idIndexEvery, logger)
 	}
