@@ -17,6 +17,12 @@ class RendererSettings(CommonSettings):
     # retried, then dead-lettered). Keep it well below claim_idle_ms.
     render_timeout_s: float = Field(default=10.0, gt=0)
     poll_ms: int = Field(default=1000, ge=10)
+    # After a batch shorter than the lane's batch size, wait this long before the
+    # next read, so a steady trickle (many small orders) arrives in batches: the
+    # read, the duplicate check, the emit and the fsync are paid per batch, not
+    # per ticket. An idle renderer still answers a new order at once (its read
+    # blocks, then returns the first entry); a full batch never waits.
+    linger_ms: int = Field(default=10, ge=0)
     # An entry idle this long in a peer's pending list is presumed abandoned and
     # claimed. Must exceed the worst-case render (bounded by render_timeout_s).
     claim_idle_ms: int = Field(default=30_000, ge=100)

@@ -9,13 +9,13 @@ import time
 from typing import Any
 
 from faststream import AckPolicy, FastStream
+from faststream.message import StreamMessage
 from faststream.redis import RedisBroker, StreamSub
-from faststream.redis.annotations import RedisBatchStreamMessage
 from prometheus_client import start_http_server
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
-from ticketry.db import connect_redis, ensure_groups
+from ticketry.db import Entry, connect_redis, ensure_groups
 from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
@@ -28,9 +28,22 @@ log = logging.getLogger(__name__)
 _metrics_started: list[bool] = []
 
 
+async def _entries(msg: StreamMessage[Any]) -> list[Entry]:
+    """The batch as ``(id, fields)`` pairs: the handler's one argument.
+
+    A decoder, not a ``RedisBatchStreamMessage`` parameter: FastStream resolves
+    such context parameters with a synchronous function, which fast_depends
+    runs in a worker thread, one thread hop per batch (≈ 6 % of a renderer's
+    CPU with one-ticket orders, measured with py-spy)."""
+    raw = msg.raw_message
+    return list(zip(raw["message_ids"], raw["data"], strict=True))
+
+
 def create_app(settings: RendererSettings) -> FastStream:
     consumer = settings.renderer_name or default_consumer()
-    broker = RedisBroker(settings.redis_url, graceful_timeout=settings.drain_timeout_s, log_level=logging.WARNING)
+    # FastStream logs "Received"/"Processed" per batch at ``log_level``: DEBUG
+    # keeps them below the root's INFO (WARNING would print two lines a batch).
+    broker = RedisBroker(settings.redis_url, graceful_timeout=settings.drain_timeout_s, log_level=logging.DEBUG)
     redis = connect_redis(settings.redis_url)
     worker = Worker(redis=redis, settings=settings, consumer=consumer)
     stop = asyncio.Event()
@@ -43,10 +56,13 @@ def create_app(settings: RendererSettings) -> FastStream:
                 max_records=batch, polling_interval=settings.poll_ms,
             ),
             ack_policy=AckPolicy.MANUAL,  # the emit script acks, atomically with the event
+            decoder=_entries,
         )  # fmt: skip
-        async def handle(body: Any, msg: RedisBatchStreamMessage) -> None:
-            raw = msg.raw_message
-            await worker.process(lane, list(zip(raw["message_ids"], raw["data"], strict=True)))
+        async def handle(entries: Any) -> None:
+            await worker.process(lane, entries)
+            if len(entries) < batch and settings.linger_ms:
+                # A short batch: let the next one gather (see RendererSettings.linger_ms).
+                await asyncio.sleep(settings.linger_ms / 1000)
             if settings.max_jobs and worker.rendered >= settings.max_jobs:
                 log.info("max jobs reached; recycling", extra={"rendered": worker.rendered})
                 asyncio.get_running_loop().call_soon(app.exit)
