@@ -74,7 +74,7 @@ def require(*roles: Role) -> Callable[..., Coroutine[Any, Any, Principal]]:
     return dep
 
 
-def rate_limited(scope: str, *roles: Role) -> Callable[..., Coroutine[Any, Any, Principal]]:
+def rate_limited(scope: ratelimit.Scope, *roles: Role) -> Callable[..., Coroutine[Any, Any, Principal]]:
     """Like :func:`require`, then counts the call against the caller's per-minute
     limit for ``scope`` (``checkins``; orders count theirs in ``place_order``);
     429 with Retry-After when over."""
@@ -85,7 +85,7 @@ def rate_limited(scope: str, *roles: Role) -> Callable[..., Coroutine[Any, Any, 
         if principal.role not in allowed:
             raise Problem(403, "forbidden", "your role may not do this")
         state = app_state(request)
-        limit = {"orders": state.rates.rate_orders_per_min, "checkins": state.rates.rate_checkins_per_min}[scope]
+        limit = state.rates.limit(scope)
         await ratelimit.enforce(state.redis, scope, principal.sub, limit, state.rates.rate_window_s)
         return principal
 

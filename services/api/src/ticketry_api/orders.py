@@ -124,7 +124,7 @@ async def place_order(
         request_hash=digest,
     )
     member = streams.in_flight_member(order_id, event.id, body.quantity)
-    limit = rates.rate_orders_per_min
+    limit = rates.limit("orders")
     async with redis.pipeline(transaction=True) as pipe:
         pipe.zadd(streams.ORDERS_IN_FLIGHT, {member: _now_ms()})
         if limit > 0:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -20,6 +20,8 @@ from redis.asyncio.client import Pipeline
 from ticketry import streams
 
 from ticketry_api.errors import Problem
+
+Scope = Literal["orders", "checkins"]
 
 
 class RateSettings(BaseSettings):
@@ -31,6 +33,10 @@ class RateSettings(BaseSettings):
     rate_checkins_per_min: int = Field(default=6000, ge=0)
     rate_window_s: int = Field(default=60, ge=1)
 
+    def limit(self, scope: Scope) -> int:
+        """The limit of ``scope`` per window (0 = off)."""
+        return self.rate_orders_per_min if scope == "orders" else self.rate_checkins_per_min
+
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
@@ -39,7 +45,7 @@ class Verdict:
     retry_after_s: int
 
 
-def queue_hit(pipe: Pipeline, scope: str, user_id: str, window_s: int) -> None:
+def queue_hit(pipe: Pipeline, scope: Scope, user_id: str, window_s: int) -> None:
     """Queue the count of one request of ``user_id`` in the current window of
     ``scope`` on a MULTI pipeline (three replies; :func:`verdict` reads them).
 
@@ -67,14 +73,14 @@ def refusal(v: Verdict, limit: int, window_s: int) -> Problem:
     )
 
 
-async def hit(redis: Redis, scope: str, user_id: str, limit: int, window_s: int) -> Verdict:
+async def hit(redis: Redis, scope: Scope, user_id: str, limit: int, window_s: int) -> Verdict:
     """Count one request of ``user_id`` in the current window of ``scope``."""
     async with redis.pipeline(transaction=True) as pipe:
         queue_hit(pipe, scope, user_id, window_s)
         return verdict(await pipe.execute(), limit)
 
 
-async def enforce(redis: Redis, scope: str, user_id: str, limit: int, window_s: int) -> None:
+async def enforce(redis: Redis, scope: Scope, user_id: str, limit: int, window_s: int) -> None:
     """Raise 429 with ``Retry-After`` when ``user_id`` is over ``limit`` in this window."""
     if limit <= 0:
         return
