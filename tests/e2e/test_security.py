@@ -23,6 +23,7 @@ from pymongo import AsyncMongoClient
 from ticketry.auth import issue_token
 from ticketry.codes import InvalidCode, Keyring
 from ticketry.settings import DEV_JWT_SECRET
+from ticketry_api.readmodel import POINT_READS_UP_TO
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory
@@ -417,6 +418,27 @@ async def test_cancel_after_check_in_is_refused(api: httpx.AsyncClient, token: T
         r = await api.post(f"/v1/orders/{order['id']}/cancel", headers=bearer(who))
         assert r.status_code == 409, r.text
     assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"] == 2
+
+
+async def test_cancel_of_an_order_past_the_point_reads(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    # Given orders bigger than what cancel reads and revokes ticket by ticket
+    org, buyer, staff = token("org-big", "organizer"), token("buyer-big", "buyer"), token("staff-big", "staff")
+    n = POINT_READS_UP_TO + 6
+    event = await create_event(api, org, capacity=2 * n)
+    admitted, cancelled = [(await place_order(api, buyer, event["id"], n)).json() for _ in range(2)]
+    await wait_rendered(api, cancelled["id"], buyer)
+    await wait_rendered(api, admitted["id"], buyer)
+    # When the last ticket of one is admitted, that order cannot be cancelled
+    last = await api.get(f"/v1/tickets/{admitted['tickets'][-1]}/pdf", headers=bearer(buyer))
+    code = decode_qr(last.content)
+    assert (await api.post("/v1/checkins", json={"code": code}, headers=bearer(staff))).status_code == 200
+    assert (await api.post(f"/v1/orders/{admitted['id']}/cancel", headers=bearer(buyer))).status_code == 409
+    # And the other is cancelled whole: every ticket revoked, its seats back
+    r = await api.post(f"/v1/orders/{cancelled['id']}/cancel", headers=bearer(buyer))
+    assert r.status_code == 200 and r.json()["revoked"] == n, r.text
+    got = (await api.get(f"/v1/orders/{cancelled['id']}", headers=bearer(buyer))).json()
+    assert {t["status"] for t in got["tickets"]} == {"revoked"} and len(got["tickets"]) == n
+    assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"] == n
 
 
 async def test_cancel_racing_a_scan_never_both_succeed(api: httpx.AsyncClient, token: TokenFactory) -> None:
