@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -11,6 +14,8 @@ import orjson
 import pypdfium2
 import websockets
 import zxingcpp
+from pymongo import MongoClient
+from ticketry_devstack.procs import ferretdb_proc, free_port, wait_port
 
 
 def bearer(tok: str) -> dict[str, str]:
@@ -66,3 +71,16 @@ def decode_qr(pdf: bytes) -> str:
     assert results, "no QR code found on the page"
     text: str = results[0].text
     return text
+
+
+@contextlib.contextmanager
+def ferretdb_client(data_dir: Path) -> Iterator[MongoClient[dict[str, Any]]]:
+    """A FerretDB of our build of its own, on ``data_dir``, and a client of it."""
+    port = free_port()
+    proc = ferretdb_proc(data_dir, port).start()
+    try:
+        wait_port(port, proc=proc.popen)
+        with MongoClient(f"mongodb://127.0.0.1:{port}/") as client:
+            yield client
+    finally:
+        proc.stop()

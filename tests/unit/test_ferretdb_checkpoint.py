@@ -9,30 +9,23 @@ import os
 import time
 from pathlib import Path
 
-from pymongo import MongoClient
-from ticketry_devstack.procs import ferretdb_proc, free_port, wait_port
+from tests.helpers import ferretdb_client
 
 
 def test_the_wal_stays_bounded_under_writes_that_never_pause(tmp_path: Path) -> None:
-    port = free_port()
-    proc = ferretdb_proc(tmp_path, port).start()
-    try:
-        wait_port(port, proc=proc.popen)
-        with MongoClient(f"mongodb://127.0.0.1:{port}/") as client:
-            col = client["shop"]["blobs"]
-            wal = tmp_path / "shop.sqlite-wal"
-            written = peak = 0
-            # When about 1 MB is inserted after 1 MB, back to back, for 10 s
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                docs = [{"_id": f"b{written}-{i}", "blob": os.urandom(50_000).hex()} for i in range(10)]
-                col.insert_many(docs)
-                written += sum(len(d["blob"]) for d in docs)
-                peak = max(peak, wal.stat().st_size if wal.exists() else 0)
-            # Then the WAL held a small part of what went through it (a WAL
-            # that is never reset holds all of it)
-            assert written > 40_000_000, f"only {written} bytes written"
-            assert peak < written / 3, f"WAL peaked at {peak} bytes after {written} written"
-            assert col.count_documents({}) == written // 100_000
-    finally:
-        proc.stop()
+    with ferretdb_client(tmp_path) as client:
+        col = client["shop"]["blobs"]
+        wal = tmp_path / "shop.sqlite-wal"
+        written = peak = 0
+        # When about 1 MB is inserted after 1 MB, back to back, for 10 s
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            docs = [{"_id": f"b{written}-{i}", "blob": os.urandom(50_000).hex()} for i in range(10)]
+            col.insert_many(docs)
+            written += sum(len(d["blob"]) for d in docs)
+            peak = max(peak, wal.stat().st_size if wal.exists() else 0)
+        # Then the WAL held a small part of what went through it (a WAL
+        # that is never reset holds all of it)
+        assert written > 40_000_000, f"only {written} bytes written"
+        assert peak < written / 3, f"WAL peaked at {peak} bytes after {written} written"
+        assert col.count_documents({}) == written // 100_000

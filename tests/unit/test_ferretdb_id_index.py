@@ -9,8 +9,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from pymongo import MongoClient
-from ticketry_devstack.procs import ferretdb_proc, free_port, wait_port
+from tests.helpers import ferretdb_client
 
 LOOKUP = "SELECT _ferretdb_sjson FROM {table} WHERE _ferretdb_sjson->'$._id' = ?"
 
@@ -29,27 +28,21 @@ def _plan(db: Path, table: str) -> str:
 
 
 def test_lookups_by_id_use_an_index(tmp_path: Path) -> None:
-    port = free_port()
-    proc = ferretdb_proc(tmp_path, port).start()
-    try:
-        wait_port(port, proc=proc.popen)
-        with MongoClient(f"mongodb://127.0.0.1:{port}/") as client:
-            # Given a collection FerretDB created on first use
-            client["shop"]["tickets"].insert_many([{"_id": f"tk_{i}", "n": i} for i in range(100)])
-            db = tmp_path / "shop.sqlite"
-            table = _table(db, "tickets")
-            # Then within a few seconds the lookup FerretDB runs searches an index
-            deadline = time.monotonic() + 15
-            while "USING INDEX" not in (plan := _plan(db, table)) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert "USING INDEX" in plan and "SCAN" not in plan, plan
-            # And FerretDB is unaware of it: it lists only its own indexes, and
-            # finds, updates and drops as before
-            assert [i["name"] for i in client["shop"]["tickets"].list_indexes()] == ["_id_"]
-            assert client["shop"]["tickets"].find_one({"_id": "tk_7"}) == {"_id": "tk_7", "n": 7}
-            client["shop"]["tickets"].update_one({"_id": "tk_7"}, {"$set": {"n": 70}})
-            assert client["shop"]["tickets"].find_one({"_id": "tk_7"}) == {"_id": "tk_7", "n": 70}
-            client["shop"].drop_collection("tickets")
-            assert client["shop"]["tickets"].find_one({"_id": "tk_7"}) is None
-    finally:
-        proc.stop()
+    with ferretdb_client(tmp_path) as client:
+        # Given a collection FerretDB created on first use
+        client["shop"]["tickets"].insert_many([{"_id": f"tk_{i}", "n": i} for i in range(100)])
+        db = tmp_path / "shop.sqlite"
+        table = _table(db, "tickets")
+        # Then within a few seconds the lookup FerretDB runs searches an index
+        deadline = time.monotonic() + 15
+        while "USING INDEX" not in (plan := _plan(db, table)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "USING INDEX" in plan and "SCAN" not in plan, plan
+        # And FerretDB is unaware of it: it lists only its own indexes, and
+        # finds, updates and drops as before
+        assert [i["name"] for i in client["shop"]["tickets"].list_indexes()] == ["_id_"]
+        assert client["shop"]["tickets"].find_one({"_id": "tk_7"}) == {"_id": "tk_7", "n": 7}
+        client["shop"]["tickets"].update_one({"_id": "tk_7"}, {"$set": {"n": 70}})
+        assert client["shop"]["tickets"].find_one({"_id": "tk_7"}) == {"_id": "tk_7", "n": 70}
+        client["shop"].drop_collection("tickets")
+        assert client["shop"]["tickets"].find_one({"_id": "tk_7"}) is None
