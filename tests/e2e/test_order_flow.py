@@ -57,6 +57,13 @@ async def test_twenty_tickets_render_and_check_in_once(api: httpx.AsyncClient, t
         assert tid in reader.pages[0].extract_text()
         codes.append(decode_qr(pdf.content))
     assert len(set(codes)) == 20
+
+    async def statuses() -> list[str]:
+        got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()
+        assert got["status"] == "completed", got
+        return [t["status"] for t in got["tickets"]]
+
+    assert await statuses() == ["rendered"] * 20
     for tid, code in zip(order["tickets"], codes, strict=True):
         first = await api.post("/v1/checkins", json={"code": code}, headers=bearer(staff))
         assert first.status_code == 200, first.text
@@ -64,6 +71,10 @@ async def test_twenty_tickets_render_and_check_in_once(api: httpx.AsyncClient, t
         again = await api.post("/v1/checkins", json={"code": code}, headers=bearer(staff))
         assert again.status_code == 409
         assert again.headers["content-type"] == "application/problem+json"
+        if tid == order["tickets"][0]:
+            # The completed order lists the admitted ticket as such, the rest as rendered
+            assert await statuses() == ["checked_in"] + ["rendered"] * 19
+    assert await statuses() == ["checked_in"] * 20
     ticket = (await api.get(f"/v1/tickets/{order['tickets'][0]}", headers=bearer(buyer))).json()
     assert ticket["status"] == "checked_in"
 

@@ -103,8 +103,8 @@ async def is_cancelled(order_id: str) -> bool:
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422))
 async def get_order(order_id: str, who: AnyUser, state: State) -> OrderOut:
     order = await owned_order(order_id, who)
-    statuses = await order_ticket_statuses(order)
     status, rendered, failed = await order_outcome(state.redis, order)
+    statuses = await order_ticket_statuses(order, all_rendered=status == "completed")
     return OrderOut(
         id=order.id,
         event_id=order.event_id,
