@@ -58,10 +58,19 @@ async def order_ticket_statuses(order: Order, *, all_rendered: bool = False) -> 
 
 async def _statuses_in(col: AsyncCollection[dict[str, Any]], order: Order) -> list[dict[str, Any]]:
     """``{_id, status}`` of the order's tickets found in ``col``."""
-    if len(order.ticket_ids) <= POINT_READS_UP_TO:
-        got = await asyncio.gather(*(col.find_one({"_id": t}, {"status": 1}) for t in order.ticket_ids))
+    return await find_by_ids(col, order.ticket_ids, {"order_id": order.id}, {"status": 1})
+
+
+async def find_by_ids(
+    col: AsyncCollection[dict[str, Any]], ids: list[str], otherwise: dict[str, Any], projection: dict[str, int]
+) -> list[dict[str, Any]]:
+    """The documents of ``col`` with these ``_id``s: point reads, side by side,
+    for up to ``POINT_READS_UP_TO`` of them; else one query by ``otherwise``
+    (a scan on FerretDB v1, cheaper than that many point reads)."""
+    if len(ids) <= POINT_READS_UP_TO:
+        got = await asyncio.gather(*(col.find_one({"_id": i}, projection) for i in ids))
         return [d for d in got if d is not None]
-    return await col.find({"order_id": order.id}, {"status": 1}).to_list()
+    return await col.find(otherwise, projection).to_list()
 
 
 async def order_outcome(redis: Redis, order: Order) -> tuple[PublicOrderStatus, int, int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header
@@ -16,7 +15,7 @@ from ticketry_api import capacity
 from ticketry_api.deps import AnyUser, State, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.orders import event_of, place_order, stored_status
-from ticketry_api.readmodel import POINT_READS_UP_TO, order_outcome, order_ticket_statuses
+from ticketry_api.readmodel import POINT_READS_UP_TO, find_by_ids, order_outcome, order_ticket_statuses
 from ticketry_api.schemas import CancelOut, OrderAccepted, OrderIn, OrderOut, TicketRef
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
@@ -68,15 +67,12 @@ async def owned_order(order_id: str, who: Principal) -> Order:
 
 
 async def _checked_in(order: Order) -> bool:
-    """True if any ticket of ``order`` has been admitted. By ``_id``, ticket by
-    ticket, for an order of up to ``POINT_READS_UP_TO`` (an ``$in`` is a scan
-    of every check-in on FerretDB v1: 240 ms at 15,000 against 3.5 ms for two
-    point reads); a bigger order takes the one scan."""
+    """True if any ticket of ``order`` has been admitted (by ``_id``: an ``$in``
+    is a scan of every check-in on FerretDB v1, 240 ms at 15,000 against 3.5 ms
+    for two point reads)."""
+    ids = order.ticket_ids
     col = Checkin.get_pymongo_collection()
-    if len(order.ticket_ids) <= POINT_READS_UP_TO:
-        found = await asyncio.gather(*(col.find_one({"_id": t}, {"_id": 1}) for t in order.ticket_ids))
-        return any(d is not None for d in found)
-    return await col.find_one({"_id": {"$in": order.ticket_ids}}, {"_id": 1}) is not None
+    return bool(await find_by_ids(col, ids, {"_id": {"$in": ids}}, {"_id": 1}))
 
 
 async def _revoke_tickets(order: Order) -> None:
