@@ -315,7 +315,7 @@ def _subset_font(data: bytes, index: int, charset: set[str]) -> tuple[bytes, TTF
     font = TTFont(io.BytesIO(data), fontNumber=index)
     # Stamped text is drawn glyph by glyph (a one-byte encoding, widths from
     # hmtx), never shaped: the layout tables go before the subsetter would
-    # decompile them (measured: an event's template 485–589 → 351–423 ms).
+    # decompile them (measured: an event's template 485-589 → 351-423 ms).
     for tag in _LAYOUT_TABLES:
         if tag in font:
             del font[tag]
