@@ -39,8 +39,27 @@ async def _entries(msg: StreamMessage[Any]) -> list[Entry]:
     return list(zip(raw["message_ids"], raw["data"], strict=True))
 
 
-def create_app(settings: RendererSettings) -> FastStream:
-    consumer = settings.renderer_name or default_consumer()
+class _App(FastStream):
+    """A FastStream app that remembers whether it was asked to stop (SIGTERM,
+    SIGINT or the max-jobs recycle all end in ``exit``)."""
+
+    stop_requested = False
+
+    def exit(self) -> None:
+        self.stop_requested = True
+        super().exit()
+
+
+async def finish_own_work(worker: Worker, settings: RendererSettings) -> int:
+    """Finish whatever is still pending under our name (rather than leave it
+    for a peer to claim after the idle timeout), then leave the group."""
+    left = await asyncio.wait_for(worker.drain_own_pending(), settings.drain_timeout_s)
+    log.info("renderer drained", extra={"consumer": worker.consumer, "finished_at_exit": left})
+    await worker.forget_consumer_if_idle()
+    return left
+
+
+def create_app(settings: RendererSettings, consumer: str) -> _App:
     # FastStream logs "Received"/"Processed" per batch at ``log_level``: DEBUG
     # keeps them below the root's INFO (WARNING would print two lines a batch).
     broker = RedisBroker(settings.redis_url, graceful_timeout=settings.drain_timeout_s, log_level=logging.DEBUG)
@@ -70,7 +89,7 @@ def create_app(settings: RendererSettings) -> FastStream:
     lane_subscriber(streams.RENDER_VIP, settings.vip_batch)
     lane_subscriber(streams.RENDER_STD, settings.std_batch)
 
-    app = FastStream(broker)
+    app = _App(broker)
 
     @app.on_startup
     async def startup() -> None:
@@ -92,9 +111,7 @@ def create_app(settings: RendererSettings) -> FastStream:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         try:
-            left = await asyncio.wait_for(worker.drain_own_pending(), settings.drain_timeout_s)
-            log.info("renderer drained", extra={"consumer": consumer, "finished_at_exit": left})
-            await worker.forget_consumer_if_idle()
+            await finish_own_work(worker, settings)
         finally:
             await redis.aclose()
 
@@ -113,18 +130,38 @@ def run() -> None:
     moment the error escapes ``app.run()`` and would end the process. A Redis
     outage is routine (restart, failover), so the app is built again and resumes:
     its pending entries are still ours (same consumer name) and are finished by
-    the claimer, nothing is lost."""
+    the claimer, nothing is lost.
+
+    A stop that was asked for is never turned into a restart: FastStream's
+    shutdown can itself end in a Redis connection error (seen once in CI,
+    "Connection closed by server." right after a SIGTERM), and the restart
+    then swallowed the SIGTERM. The work in hand is finished by a worker of
+    its own instead, and the process exits."""
     settings = RendererSettings()
     setup_logging("renderer", settings.log_level)
     setup_tracing("renderer", settings.trace_file)
+    consumer = settings.renderer_name or default_consumer()
     import uvloop
 
     while True:
+        app = create_app(settings, consumer)
         try:
-            uvloop.run(create_app(settings).run())
+            uvloop.run(app.run())
             return
         except Exception as exc:
+            if app.stop_requested:
+                log.warning("shutdown failed; finishing the work in hand", extra={"error": str(exc)[:200]})
+                uvloop.run(_finish_alone(settings, consumer))
+                return
             if not _redis_outage(exc):
                 raise
             log.warning("redis unavailable; restarting the renderer app", extra={"error": str(exc)[:200]})
             time.sleep(1.0)
+
+
+async def _finish_alone(settings: RendererSettings, consumer: str) -> None:
+    redis = connect_redis(settings.redis_url)
+    try:
+        await finish_own_work(Worker(redis=redis, settings=settings, consumer=consumer), settings)
+    finally:
+        await redis.aclose()
