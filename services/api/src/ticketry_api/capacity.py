@@ -176,8 +176,7 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
                     await asyncio.sleep(random.uniform(0, 0.002))  # noqa: S311 - jitter only
                     known, fresh = await head(event.id, (seq + 1, int(nxt["sold_after"]))), True
                     continue
-                chains = {w: writes.Chain(w.then) for w in taken}  # not written with the entry
-                for c in chains.values():
+                for c in chains.values():  # not written with the entry (it met a duplicate)
                     writes.start(c)
         for w in wants:
             writes.settle(w.done, chains.get(w))
