@@ -170,7 +170,7 @@ class Worker:
                             continue
                         self.rendered += 1
                         metrics.RENDERED.inc()
-                    await self._final(pipe, lane, entry_id, req, "rendered")
+                    self._final(pipe, lane, entry_id, req, "rendered")
             if wrote:
                 # Every PDF of the batch is on disk before any of it is announced.
                 sync_storage(storage)
@@ -228,9 +228,9 @@ class Worker:
             return
         metrics.DEAD_LETTERS.inc()
         await self._dead_letter(pipe, lane, entry_id, req.to_fields(), reason, history, ack=False)
-        await self._final(pipe, lane, entry_id, req, "failed", reason)
+        self._final(pipe, lane, entry_id, req, "failed", reason)
 
-    async def _final(
+    def _final(
         self, pipe: Pipeline, lane: str, entry_id: str, req: RenderRequest,
         outcome: Literal["rendered", "failed"], reason: str | None = None,
     ) -> None:  # fmt: skip
