@@ -26,13 +26,13 @@ from decimal import Decimal
 from pathlib import Path
 
 from ticketry.events import RenderRequest
-from ticketry.ids import new_id
+from ticketry.ids import ticket_id
 
 WKHTML_FLAGS = ["--quiet", "--dpi", "300", "--page-size", "A4", "--encoding", "utf-8"]
 
 
 def sample_request(i: int, tier: str = "standard") -> RenderRequest:
-    tid = new_id("tk")
+    tid = ticket_id("or_0123456789abcdef0123", i)
     sig = base64.urlsafe_b64encode(secrets.token_bytes(64)).rstrip(b"=").decode()
     return RenderRequest(
         ticket_id=tid, order_id="or_0123456789abcdef0123", event_id="ev_bench", event_name="Big On-Sale Night",

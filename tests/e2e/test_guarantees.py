@@ -15,7 +15,7 @@ from ticketry import streams
 from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo
 from ticketry.documents import Event, Order
-from ticketry.ids import new_id
+from ticketry.ids import new_id, ticket_ids
 from ticketry_api import capacity, orders
 from ticketry_api.errors import Problem
 from ticketry_api.trim import Trimmer
@@ -43,7 +43,7 @@ async def test_concurrent_duplicate_posts_make_one_order(
     try:
         orders = [o async for o in db_of(mongo).orders.find({"idempotency_key": key})]
         assert len(orders) == 1
-        assert await db_of(mongo).tickets.count_documents({"order_id": orders[0]["_id"]}) == 3
+        assert orders[0]["ticket_ids"] == results[0].json()["tickets"] == ticket_ids(orders[0]["_id"], 3)
     finally:
         await mongo.close()
     got = (await api.get(f"/v1/events/{event['id']}", headers=bearer(buyer))).json()
@@ -110,12 +110,12 @@ async def test_order_recorded_but_never_enqueued_is_swept(
     api: httpx.AsyncClient, token: TokenFactory, stack: Stack
 ) -> None:
     # Given an order the api recorded and then crashed before XADD: the order
-    # document exists and is still in flight; its tickets and render requests do not
+    # document exists and is still in flight; its render requests do not
     buyer_id = "outbox-buyer"
     buyer = token(buyer_id, "buyer")
     event = await create_event(api, token("outbox-org", "organizer"), capacity=10)
     order_id = new_id("or")
-    tickets = [new_id("tk") for _ in range(4)]
+    tickets = ticket_ids(order_id, 4)
     mongo = mongo_of(stack)
     redis = redis_of(stack)
     member = streams.in_flight_member(order_id, event["id"], 4)
@@ -142,10 +142,11 @@ async def test_order_recorded_but_never_enqueued_is_swept(
         doc = await db_of(mongo).order_states.find_one({"_id": order_id})
         assert (doc["rendered"], doc["failed"]) == (4, 0)
         assert await redis.zscore(streams.ORDERS_IN_FLIGHT, member) is None
-        got = [t async for t in db_of(mongo).tickets.find({"order_id": order_id})]
         states = [t async for t in db_of(mongo).ticket_states.find({"order_id": order_id})]
-        assert sorted(t["_id"] for t in got) == sorted(tickets) == sorted(t["_id"] for t in states)
+        assert sorted(tickets) == sorted(t["_id"] for t in states)
         assert {t["status"] for t in states} == {"rendered"}
+        seen = (await api.get(f"/v1/orders/{order_id}", headers=bearer(buyer))).json()
+        assert [(t["id"], t["status"]) for t in seen["tickets"]] == [(t, "rendered") for t in tickets]
         r = await api.get(f"/v1/tickets/{tickets[0]}/pdf", headers=bearer(buyer))
         assert r.status_code == 200 and r.content[:5] == b"%PDF-"
     finally:
@@ -191,14 +192,14 @@ async def test_reservation_without_order_is_released_and_the_late_order_refused(
         # no tickets, no order anybody can see, nothing sold twice
         late = Order(
             id=orphan, owner_id="orphan-buyer", event_id=ev.id, quantity=3, tier="standard",
-            holder_name="Late Larry", ticket_ids=[new_id("tk") for _ in range(3)],
+            holder_name="Late Larry", ticket_ids=ticket_ids(orphan, 3),
             idem=f"auto:{orphan}", request_hash="x",
         )  # fmt: skip
         with pytest.raises(Problem) as refused:
             await orders.record(redis, keyring, ev, late)
         assert refused.value.status == 503
-        assert await db_of(mongo).tickets.count_documents({"order_id": orphan}) == 0
         assert (await api.get(f"/v1/orders/{orphan}", headers=bearer(admin))).status_code == 404
+        assert (await api.get(f"/v1/tickets/{late.ticket_ids[0]}", headers=bearer(admin))).status_code == 404
         assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 5
     finally:
         await redis.aclose()

@@ -111,7 +111,7 @@ def _h(tok: str | None) -> dict[str, str]:
 
 GOOD = ("buyer_a", "buyer_b", "organizer", "staff", "admin")
 BAD = ("none", "expired", "alg-none", "hs512", "rs256", "wrong-secret", "not-yet-valid")
-FORGED = "TK1.k1.tk_00000000000000000000.AAAA"
+FORGED = "TK1.k1.tk_00000000000000000000_0.AAAA"
 
 
 def expected(route: str, caller: str) -> int:
@@ -200,8 +200,12 @@ async def test_unknown_ids_are_404_for_everyone(api: httpx.AsyncClient, world: W
         h = _h(world.tokens[caller])
         for path in (
             "/v1/orders/or_00000000000000000000",
-            "/v1/tickets/tk_00000000000000000000",
-            "/v1/tickets/tk_00000000000000000000/pdf",
+            "/v1/tickets/tk_00000000000000000000_0",
+            "/v1/tickets/tk_00000000000000000000_0/pdf",
+            "/v1/tickets/tk_00000000000000000000",  # not a ticket id at all
+            f"/v1/tickets/tk_{world.order_id[3:]}_1",  # past the end of a real order
+            f"/v1/tickets/tk_{world.order_id[3:]}_00/pdf",  # a second spelling of its first
+            f"/v1/tickets/{world.ticket_id}_0",
             "/v1/tickets/..%2F..%2Fetc%2Fpasswd/pdf",
             "/v1/orders/not-an-id",
             "/v1/events/ev_00000000000000000000",
@@ -360,7 +364,7 @@ async def test_forged_codes_are_404_without_detail(api: httpx.AsyncClient, world
         f"{prefix}.{kid}.{other_ticket}.{sig}",
         f"{prefix}.k999.{tid}.{sig}",
         tid,
-        "TK1.k1.tk_00000000000000000000.AAAA",
+        FORGED,
     ]
     bodies = set()
     for code in forged:

@@ -8,6 +8,8 @@ import pytest
 from ticketry.codes import load_keyring
 from ticketry_api.cli import main
 
+TICKET = "tk_" + "1" * 20 + "_0"
+
 
 def test_keys_rotate_keeps_old_codes_valid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TICKETRY_DEV_MODE", "1")
@@ -16,10 +18,10 @@ def test_keys_rotate_keeps_old_codes_valid(tmp_path: Path, monkeypatch: pytest.M
         main(["keys", "rotate"])
     assert first.value.code == 0
     old = load_keyring(tmp_path)
-    code = old.sign("tk_" + "1" * 20)
+    code = old.sign(TICKET)
     with pytest.raises(SystemExit):
         main(["keys", "rotate"])
     new = load_keyring(tmp_path)
     assert new.active_kid != old.active_kid
-    assert new.verify(code) == ("tk_" + "1" * 20, old.active_kid)
-    assert new.sign("tk_" + "1" * 20).split(".")[1] == new.active_kid
+    assert new.verify(code) == (TICKET, old.active_kid)
+    assert new.sign(TICKET).split(".")[1] == new.active_kid

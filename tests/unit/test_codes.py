@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from ticketry.codes import InvalidCode, Keyring, load_keyring, rotate_key
-from ticketry.ids import new_id
+from ticketry.ids import new_id, ticket_ids
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def scanner(keys_dir: Path) -> Keyring:
 
 def test_code_verifies_offline_with_public_key_only(keys_dir: Path) -> None:
     ring = load_keyring(keys_dir)
-    tid = new_id("tk")
+    tid = ticket_ids(new_id("or"), 1)[0]
     code = ring.sign(tid)
     door = scanner(keys_dir)
     assert door.private == {}
@@ -38,7 +38,7 @@ def test_code_is_not_derivable_from_ticket_id(tmp_path: Path) -> None:
     # neither verifies under the other's key.
     a, b = tmp_path / "a", tmp_path / "b"
     rotate_key(a), rotate_key(b)
-    tid = new_id("tk")
+    tid = ticket_ids(new_id("or"), 1)[0]
     ca, cb = load_keyring(a).sign(tid), load_keyring(b).sign(tid)
     assert ca != cb
     with pytest.raises(InvalidCode):
@@ -53,9 +53,9 @@ def _flip(sig: str) -> str:
 
 def test_forged_and_tampered_codes_are_refused(keys_dir: Path) -> None:
     ring = load_keyring(keys_dir)
-    tid = new_id("tk")
+    tid = ticket_ids(new_id("or"), 1)[0]
     prefix, kid, _, sig = ring.sign(tid).split(".")
-    other = new_id("tk")
+    other = ticket_ids(new_id("or"), 1)[0]
     bad = [
         f"{prefix}.{kid}.{other}.{sig}",  # signature moved to another ticket
         f"{prefix}.{kid}.{tid}.{_flip(sig)}",  # one bit flipped
@@ -77,13 +77,13 @@ def test_forged_and_tampered_codes_are_refused(keys_dir: Path) -> None:
 
 def test_rotation_keeps_old_codes_valid(keys_dir: Path) -> None:
     ring = load_keyring(keys_dir)
-    old_code = ring.sign(new_id("tk"))
+    old_code = ring.sign(ticket_ids(new_id("or"), 1)[0])
     # When another process rotates the key
     assert rotate_key(keys_dir) == "k2"
     # Then this keyring picks it up, signs with it, and old codes still verify
     assert ring.refresh(force=True)
     assert ring.active_kid == "k2"
-    new_code = ring.sign(new_id("tk"))
+    new_code = ring.sign(ticket_ids(new_id("or"), 1)[0])
     assert new_code.split(".")[1] == "k2"
     assert ring.verify(old_code)[1] == "k1" and ring.verify(new_code)[1] == "k2"
     assert scanner(keys_dir).verify(old_code) and scanner(keys_dir).verify(new_code)
@@ -92,10 +92,10 @@ def test_rotation_keeps_old_codes_valid(keys_dir: Path) -> None:
 
 def test_retiring_a_key_invalidates_only_its_codes(keys_dir: Path) -> None:
     ring = load_keyring(keys_dir)
-    old_code = ring.sign(new_id("tk"))
+    old_code = ring.sign(ticket_ids(new_id("or"), 1)[0])
     rotate_key(keys_dir)
     ring.refresh(force=True)
-    new_code = ring.sign(new_id("tk"))
+    new_code = ring.sign(ticket_ids(new_id("or"), 1)[0])
     (keys_dir / "k1.pem").unlink()
     (keys_dir / "k1.pub").unlink()
     assert ring.refresh(force=True)

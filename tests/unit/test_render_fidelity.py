@@ -16,7 +16,7 @@ import pypdfium2
 import pytest
 from PIL import Image, ImageChops
 from ticketry.events import RenderRequest
-from ticketry.ids import new_id
+from ticketry.ids import new_id, ticket_ids
 from ticketry_renderer import fastpath
 from ticketry_renderer.render import Design, event_template, render_ticket, render_ticket_full
 
@@ -45,9 +45,10 @@ def signer() -> Signer:
 
 
 def request(signer: Any, holder: str = "Ada Lovelace", **over: Any) -> RenderRequest:
-    tid = new_id("tk")
+    oid = new_id("or")
+    tid = ticket_ids(oid, 1)[0]
     fields: dict[str, Any] = {
-        "ticket_id": tid, "order_id": new_id("or"), "event_id": "ev_1", "event_name": "Night of Tests",
+        "ticket_id": tid, "order_id": oid, "event_id": "ev_1", "event_name": "Night of Tests",
         "venue": "Loopback Arena", "starts_at": datetime(2027, 6, 1, 19, 30, tzinfo=UTC), "holder_name": holder,
         "tier": "standard", "price": Decimal("25.00"), "currency": "EUR", "code": signer.sign(tid), "total": 1,
     }  # fmt: skip

@@ -25,7 +25,7 @@ from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.db import ensure_groups
 from ticketry.events import RenderRequest
-from ticketry.ids import new_id
+from ticketry.ids import new_id, ticket_ids
 from ticketry_scaler import observe
 from ticketry_scaler.backends.dryrun import DryRunBackend
 from ticketry_scaler.controller import Controller
@@ -162,7 +162,7 @@ def _render_requests(n: int) -> list[RenderRequest]:
         "starts_at": datetime(2027, 6, 1, 19, 30, tzinfo=UTC), "holder_name": "Ada Lovelace",
         "tier": "standard", "price": Decimal("10.00"), "currency": "EUR", "total": n,
     }  # fmt: skip
-    tids = [new_id("tk") for _ in range(n)]
+    tids = ticket_ids(order_id, n)
     return [RenderRequest(ticket_id=tid, code=f"TK1.k1.{tid}.sig", **common) for tid in tids]
 
 

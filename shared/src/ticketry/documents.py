@@ -43,7 +43,13 @@ class Event(Document):
 
 
 class Order(Document):
-    """An order as placed: who, what, which tickets (immutable but ``status``)."""
+    """An order as placed: who, what, which tickets (immutable but ``status``).
+
+    Its tickets have no documents of their own: a ticket is its order's
+    (``ids.ticket_ids``), its render outcome a ``TicketState``, its admission a
+    ``Checkin``, and a cancelled order's tickets are revoked. So placing an
+    order writes the order, not one document per ticket.
+    """
 
     id: str  # type: ignore[assignment]
     owner_id: str
@@ -54,7 +60,8 @@ class Order(Document):
     # ``processing`` from creation; the API sets ``cancelled`` (and the sweep
     # writes ``abandoned`` tombstones). Render outcomes: ``OrderState``.
     status: OrderStatus = "processing"
-    ticket_ids: list[str]
+    ticket_ids: list[str]  # ids.ticket_ids(id, quantity); [] for a tombstone
+    key_id: str | None = None  # the signing key of its tickets' codes (the codes name it too)
     idempotency_key: str | None = None
     # ``<owner>:<Idempotency-Key>`` or ``auto:<order id>``; unique, so a duplicate
     # POST cannot create a second order even when both race past every check.
@@ -67,24 +74,6 @@ class Order(Document):
         indexes: ClassVar[list[pymongo.IndexModel]] = [
             pymongo.IndexModel([("idem", 1)], unique=True),
         ]
-
-
-class Ticket(Document):
-    id: str  # type: ignore[assignment]
-    order_id: str
-    event_id: str
-    owner_id: str
-    holder_name: str
-    tier: Literal["standard", "vip"]
-    status: TicketStatus = "queued"
-    key_id: str
-    rendered_at: datetime | None = None
-    failure_reason: str | None = None
-    checked_in_at: datetime | None = None
-
-    class Settings:
-        name = "tickets"
-        indexes: ClassVar[list[pymongo.IndexModel]] = [pymongo.IndexModel([("order_id", 1)])]
 
 
 class TicketState(Document):
@@ -188,5 +177,5 @@ class CheckinAttempt(Document):
 
 
 ALL_DOCUMENTS: list[type[Document]] = [
-    Event, Order, OrderState, Ticket, TicketState, Reservation, Checkin, CheckinAttempt,
+    Event, Order, OrderState, TicketState, Reservation, Checkin, CheckinAttempt,
 ]  # fmt: skip

@@ -8,19 +8,20 @@ Order of steps (no transactions on FerretDB, so each step is safe to crash after
    that only one concurrent writer can win, so concurrent orders cannot
    oversell. (Not a conditional ``$inc``: FerretDB v1 does not apply those
    atomically; see ``documents.Reservation``.)
-3. Insert the order and its tickets. A unique ``idem`` field (owner +
-   Idempotency-Key) makes a duplicate POST lose here; the loser gives its
-   reservation back and answers with the winner.
+3. Insert the order (its tickets are its own, not documents: see
+   ``documents.Order``). A unique ``idem`` field (owner + Idempotency-Key)
+   makes a duplicate POST lose here; the loser gives its reservation back and
+   answers with the winner.
 4. One MULTI/EXEC: the order's progress hash, one render request per ticket,
    and the ZREM of its in-flight entry. Only then 202.
 
-Three writes to the store per order, none of them an update (each FerretDB
-update is a transaction of its own, and the store is the bottleneck of
-``POST /v1/orders``), all through the process's one writer (``writes``): the
-orders that arrive together share each insert, and an order's ledger entry,
-the order and its tickets go in one round of it, each only if the one before
-went in. The outbox lives beside the render stream it guards, so
-step 4 closes it atomically.
+Two writes to the store per order, neither an update (each FerretDB update
+is a transaction of its own, and the store is the bottleneck of
+``POST /v1/orders``), both through the process's one writer (``writes``): the
+orders that arrive together share each insert, and an order's ledger entry
+and the order go in one round of it, the order only if the entry went in.
+The outbox lives beside the render stream it guards, so step 4 closes it
+atomically.
 
 An in-flight entry older than the grace means its api crashed or stalled. The
 sweep (every api runs it; each step is idempotent) re-enqueues a recorded
@@ -42,9 +43,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any, TypeVar
 
 import orjson
 from redis.asyncio import Redis
@@ -52,9 +51,9 @@ from ticketry import streams
 from ticketry.auth import Principal
 from ticketry.codes import Keyring
 from ticketry.db import as_text
-from ticketry.documents import Event, Order, Ticket
+from ticketry.documents import Event, Order
 from ticketry.events import RenderRequest
-from ticketry.ids import is_valid_id, new_id
+from ticketry.ids import is_valid_id, new_id, ticket_ids
 from ticketry.tracing import current_traceparent
 
 from ticketry_api import capacity, ratelimit, writes
@@ -63,7 +62,6 @@ from ticketry_api.ratelimit import RateSettings
 from ticketry_api.schemas import OrderIn
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 SWEEP_BATCH = 500
 EVENT_CACHE_SIZE = 1024
 _events: dict[str, Event] = {}
@@ -118,7 +116,8 @@ async def place_order(
         quantity=body.quantity,
         tier=body.tier,
         holder_name=body.holder_name,
-        ticket_ids=[new_id("tk") for _ in range(body.quantity)],
+        ticket_ids=ticket_ids(order_id, body.quantity),
+        key_id=keyring.active_kid,
         idempotency_key=idempotency_key,
         idem=idem or f"auto:{order_id}",
         request_hash=digest,
@@ -133,8 +132,8 @@ async def place_order(
     if limit > 0 and not (v := ratelimit.verdict(replies[1:], limit)).allowed:
         await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
         raise ratelimit.refusal(v, limit, rates.rate_window_s)
-    # The order and its tickets follow the ledger entry in the same round (step 3).
-    taken = await capacity.reserve(event, order_id, body.quantity, then=order_steps(order, keyring.active_kid))
+    # The order follows the ledger entry in the same round (step 3).
+    taken = await capacity.reserve(event, order_id, body.quantity, then=order_steps(order))
     if taken is None:
         await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
         if idem is not None and (winner := await Order.find_one({"idem": idem})) is not None:
@@ -158,23 +157,20 @@ async def event_of(event_id: str) -> Event | None:
     return event
 
 
-def order_steps(order: Order, key_id: str) -> list[writes.Step]:
-    """The order, then its tickets: as a chain, the tickets go in only if the
-    order met no duplicate (neither a tombstone nor a key's race)."""
-    tickets = Ticket.get_pymongo_collection()
-    chunks = _chunks(ticket_docs(order, order.ticket_ids, key_id), writes.MAX_DOCS)
-    return [(Order.get_pymongo_collection(), [order.model_dump(by_alias=True)]), *((tickets, c) for c in chunks)]
+def order_steps(order: Order) -> list[writes.Step]:
+    """The writes that record ``order`` once its capacity is reserved."""
+    return [(Order.get_pymongo_collection(), [order.model_dump(by_alias=True)])]
 
 
 async def record(
     redis: Redis, keyring: Keyring, event: Event, order: Order, *, order_written: bool | None = None
 ) -> Order:
-    """Steps 3 and 4 for an order whose capacity is reserved: insert it and its
-    tickets (unless ``order_written`` says how that went already), enqueue the
+    """Steps 3 and 4 for an order whose capacity is reserved: insert it
+    (unless ``order_written`` says how that went already), enqueue the
     renders. Answers the first order instead when the Idempotency-Key lost a
     race, and 503 when the sweep abandoned it."""
     if order_written is None:
-        first_dup, _ = await writes.insert_chain(order_steps(order, keyring.active_kid))
+        first_dup, _ = await writes.insert_chain(order_steps(order))
         order_written = first_dup != 0
     if not order_written:
         # Either way this order will not exist: give its tickets back (once-only
@@ -191,29 +187,11 @@ async def record(
             raise Problem(409, "conflict", "retry the request")
         return await _replay(redis, winner, order.request_hash)
 
-    await enqueue(redis, keyring, order, event, order.ticket_ids)
+    await enqueue(redis, keyring, order, event)
     return order
 
 
-def ticket_docs(order: Order, ticket_ids: Sequence[str], key_id: str) -> list[dict[str, Any]]:
-    """The order's ticket documents (status ``queued``)."""
-    return [
-        Ticket(
-            id=tid, order_id=order.id, event_id=order.event_id, owner_id=order.owner_id,
-            holder_name=order.holder_name, tier=order.tier, key_id=key_id,
-        ).model_dump(by_alias=True)
-        for tid in ticket_ids
-    ]  # fmt: skip
-
-
-async def insert_tickets(order: Order, ticket_ids: Sequence[str], key_id: str) -> None:
-    """Insert the order's ticket documents; one that exists already (a retried
-    sweep) is that ticket."""
-    for chunk in _chunks(ticket_docs(order, ticket_ids, key_id), writes.MAX_DOCS):
-        await writes.insert(Ticket.get_pymongo_collection(), chunk)
-
-
-async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event, ticket_ids: Sequence[str]) -> None:
+async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) -> None:
     """Write the progress hash and the render requests, and close the order's
     in-flight entry, in one MULTI/EXEC. Safe to repeat (the outbox sweep does)."""
     lane = streams.render_lane(order.tier, order.quantity)
@@ -225,7 +203,7 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event, ti
             mapping={"total": order.quantity, "owner": order.owner_id, "order_id": order.id},
         )
         pipe.expire(streams.order_progress(order.id), streams.PROGRESS_TTL_S)
-        for tid in ticket_ids:
+        for tid in order.ticket_ids:
             req = RenderRequest(
                 ticket_id=tid,
                 order_id=order.id,
@@ -274,8 +252,7 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
         event = await event_of(event_id)
         order = await Order.get(order_id)
         if event is not None and order is not None and order.status != "abandoned":
-            await insert_tickets(order, order.ticket_ids, keyring.active_kid)  # those it has stay as they are
-            await enqueue(redis, keyring, order, event, order.ticket_ids)
+            await enqueue(redis, keyring, order, event)
             log.warning("outbox: re-enqueued order", extra={"order_id": order_id})
             continue
         if event is not None and await _abandon(order_id, event_id, quantity) and await capacity.reserved(order_id):
@@ -305,7 +282,3 @@ async def stored_status(order_id: str) -> str | None:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]

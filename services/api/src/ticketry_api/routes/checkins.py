@@ -8,10 +8,11 @@ from fastapi import APIRouter, Depends
 from pymongo.errors import DuplicateKeyError
 from ticketry.auth import Principal
 from ticketry.codes import InvalidCode, rotate_key
-from ticketry.documents import Checkin, CheckinAttempt, Ticket, utcnow
+from ticketry.documents import Checkin, CheckinAttempt, utcnow
 
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import Problem, problems
+from ticketry_api.readmodel import order_of
 from ticketry_api.routes.orders import is_cancelled
 from ticketry_api.schemas import CheckinIn, CheckinOut, SigningKeysOut
 
@@ -39,8 +40,8 @@ async def check_in(
     except InvalidCode:
         await CheckinAttempt(ticket_id=None, staff_id=who.sub, result="refused").insert()
         raise _unknown() from None
-    ticket = await Ticket.get(ticket_id)
-    if ticket is None or ticket.status == "revoked" or await is_cancelled(ticket.order_id):
+    order = await order_of(ticket_id)
+    if order is None or order.status == "cancelled":
         await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result="refused").insert()
         raise _unknown()
     now = utcnow()
@@ -51,7 +52,7 @@ async def check_in(
         first = await Checkin.get(ticket_id)
         await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result="already_checked_in").insert()
         raise Problem(409, "already checked in", f"checked in at {first.at if first else 'an earlier scan'}") from None
-    if await is_cancelled(ticket.order_id):
+    if await is_cancelled(order.id):
         # Cancelled since the look above. A scan and a cancel each write first
         # and look second, so at least one sees the other and backs off; never
         # both succeed (see routes.orders.cancel_order).
@@ -59,10 +60,6 @@ async def check_in(
         await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result="refused").insert()
         raise _unknown()
     await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result="accepted", at=now).insert()
-    # The read model's status; the Checkin document stays the authority.
-    await Ticket.get_pymongo_collection().update_one(
-        {"_id": ticket_id}, {"$set": {"status": "checked_in", "checked_in_at": now}}
-    )
     return CheckinOut(ticket_id=ticket_id, checked_in_at=now)
 
 
