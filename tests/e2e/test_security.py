@@ -425,7 +425,7 @@ async def test_cancel_after_check_in_is_refused(api: httpx.AsyncClient, token: T
 
 
 async def test_cancel_of_an_order_past_the_point_reads(api: httpx.AsyncClient, token: TokenFactory) -> None:
-    # Given orders bigger than what cancel reads and revokes ticket by ticket
+    # Given orders bigger than what cancel and GET read ticket by ticket
     org, buyer, staff = token("org-big", "organizer"), token("buyer-big", "buyer"), token("staff-big", "staff")
     n = POINT_READS_UP_TO + 6
     event = await create_event(api, org, capacity=2 * n)
@@ -437,6 +437,8 @@ async def test_cancel_of_an_order_past_the_point_reads(api: httpx.AsyncClient, t
     code = decode_qr(last.content)
     assert (await api.post("/v1/checkins", json={"code": code}, headers=bearer(staff))).status_code == 200
     assert (await api.post(f"/v1/orders/{admitted['id']}/cancel", headers=bearer(buyer))).status_code == 409
+    seen = (await api.get(f"/v1/orders/{admitted['id']}", headers=bearer(buyer))).json()
+    assert [t["status"] for t in seen["tickets"]] == ["rendered"] * (n - 1) + ["checked_in"]
     # And the other is cancelled whole: every ticket revoked, its seats back
     r = await api.post(f"/v1/orders/{cancelled['id']}/cancel", headers=bearer(buyer))
     assert r.status_code == 200 and r.json()["revoked"] == n, r.text

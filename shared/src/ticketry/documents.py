@@ -157,11 +157,13 @@ class Checkin(Document):
     second one cannot be inserted (atomic on any MongoDB-wire store)."""
 
     id: str  # type: ignore[assignment]
+    order_id: str  # a big order's check-ins are found by it (an ``$in`` of its ids is slower)
     staff_id: str
     at: datetime = Field(default_factory=utcnow)
 
     class Settings:
         name = "checkins"
+        indexes: ClassVar[list[pymongo.IndexModel]] = [pymongo.IndexModel([("order_id", 1)])]
 
 
 class CheckinAttempt(Document):

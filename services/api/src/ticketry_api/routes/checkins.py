@@ -12,7 +12,7 @@ from ticketry.documents import Checkin, CheckinAttempt, utcnow
 
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import Problem, problems
-from ticketry_api.readmodel import order_of
+from ticketry_api.readmodel import ticket_of
 from ticketry_api.routes.orders import is_cancelled
 from ticketry_api.schemas import CheckinIn, CheckinOut, SigningKeysOut
 
@@ -40,19 +40,19 @@ async def check_in(
     except InvalidCode:
         await CheckinAttempt(ticket_id=None, staff_id=who.sub, result="refused").insert()
         raise _unknown() from None
-    order = await order_of(ticket_id)
-    if order is None or order.status == "cancelled":
+    ticket = await ticket_of(ticket_id)
+    if ticket is None or ticket.cancelled:
         await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result="refused").insert()
         raise _unknown()
     now = utcnow()
     try:
         # The unique _id is the lock: exactly one scan can insert it.
-        await Checkin(id=ticket_id, staff_id=who.sub, at=now).insert()
+        await Checkin(id=ticket_id, order_id=ticket.order_id, staff_id=who.sub, at=now).insert()
     except DuplicateKeyError:
         first = await Checkin.get(ticket_id)
         await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result="already_checked_in").insert()
         raise Problem(409, "already checked in", f"checked in at {first.at if first else 'an earlier scan'}") from None
-    if await is_cancelled(order.id):
+    if await is_cancelled(ticket.order_id):
         # Cancelled since the look above. A scan and a cancel each write first
         # and look second, so at least one sees the other and backs off; never
         # both succeed (see routes.orders.cancel_order).

@@ -5,32 +5,30 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 from ticketry.auth import Principal
-from ticketry.documents import Order
 from ticketry.storage import pdf_path
 
 from ticketry_api.deps import AnyUser, State
 from ticketry_api.errors import Problem, problems
-from ticketry_api.readmodel import order_of, ticket_status
+from ticketry_api.readmodel import TicketOf, ticket_of, ticket_status
 from ticketry_api.schemas import TicketOut
 
 router = APIRouter(prefix="/v1/tickets", tags=["tickets"])
 
 
-async def owned_ticket(ticket_id: str, who: Principal) -> Order:
-    """The ticket's order if ``who`` may see the ticket; 404 otherwise."""
-    order = await order_of(ticket_id)
-    if order is None or not who.owns(order.owner_id):
+async def owned_ticket(ticket_id: str, who: Principal) -> TicketOf:
+    ticket = await ticket_of(ticket_id)
+    if ticket is None or not who.owns(ticket.owner_id):
         raise Problem(404, "ticket not found")
-    return order
+    return ticket
 
 
 @router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 404, 422))
 async def get_ticket(ticket_id: str, who: AnyUser) -> TicketOut:
-    order = await owned_ticket(ticket_id, who)
-    status = await ticket_status(order, ticket_id)
+    t = await owned_ticket(ticket_id, who)
+    status = await ticket_status(t)
     return TicketOut(
-        id=ticket_id, order_id=order.id, event_id=order.event_id, holder_name=order.holder_name,
-        tier=order.tier, status=status, pdf_url=f"/v1/tickets/{ticket_id}/pdf",
+        id=t.id, order_id=t.order_id, event_id=t.event_id, holder_name=t.holder_name,
+        tier=t.tier, status=status, pdf_url=f"/v1/tickets/{t.id}/pdf",
     )  # fmt: skip
 
 
@@ -40,14 +38,14 @@ async def get_ticket(ticket_id: str, who: AnyUser) -> TicketOut:
     responses={200: {"content": {"application/pdf": {}}}, **problems(401, 404, 409, 410, 422)},
 )
 async def get_ticket_pdf(ticket_id: str, who: AnyUser, state: State) -> FileResponse:
-    order = await owned_ticket(ticket_id, who)
-    path = pdf_path(state.settings.storage_dir, order.id, ticket_id)
-    status = await ticket_status(order, ticket_id)
+    t = await owned_ticket(ticket_id, who)
+    path = pdf_path(state.settings.storage_dir, t.order_id, t.id)
+    status = await ticket_status(t)
     if status == "revoked":
         raise Problem(410, "revoked", "the order was cancelled")
     if status in ("queued", "failed") or not path.is_file():
         raise Problem(409, "not rendered", "the ticket's PDF is not ready")
     return FileResponse(
-        path, media_type="application/pdf", filename=f"{ticket_id}.pdf",
+        path, media_type="application/pdf", filename=f"{t.id}.pdf",
         headers={"Cache-Control": "private, no-store"},
     )  # fmt: skip
