@@ -8,7 +8,7 @@ import pytest
 from ticketry.codes import load_keyring
 from ticketry_api.cli import main
 
-TICKET = "tk_" + "1" * 20 + "_0"
+TICKET = "tk_" + "1" * 20 + "_00000"
 
 
 def test_keys_rotate_keeps_old_codes_valid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

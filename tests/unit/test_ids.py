@@ -1,9 +1,9 @@
-"""Ticket ids are their order's: one spelling each, nothing else passes."""
+"""Ticket ids are their order's: one spelling each, all of one length, nothing else passes."""
 
 from __future__ import annotations
 
 import pytest
-from ticketry.ids import is_valid_id, new_id, order_of_ticket, ticket_ids
+from ticketry.ids import MAX_TICKETS_PER_ORDER, is_valid_id, new_id, order_of_ticket, ticket_id, ticket_ids
 
 
 def test_ticket_ids_lead_back_to_their_order() -> None:
@@ -12,18 +12,21 @@ def test_ticket_ids_lead_back_to_their_order() -> None:
     assert len(set(tickets)) == 12
     assert [order_of_ticket(t) for t in tickets] == [(order_id, n) for n in range(12)]
     assert all(is_valid_id(t, "tk") and not is_valid_id(t, "or") for t in tickets)
+    assert len({len(t) for t in [*tickets, ticket_id(order_id, MAX_TICKETS_PER_ORDER - 1)]}) == 1
+    with pytest.raises(ValueError):
+        ticket_id(order_id, MAX_TICKETS_PER_ORDER)
 
 
 @pytest.mark.parametrize(
     "value",
     [
         "tk_0123456789abcdef0123",  # no place
-        "tk_0123456789abcdef0123_01",  # a second spelling of place 1
-        "tk_0123456789abcdef0123_-1",
-        "tk_0123456789abcdef0123_1234567",  # past any order's size
-        "tk_0123456789ABCDEF0123_1",
-        "tk_0123456789abcdef012_1",
-        "tk_0123456789abcdef0123_1/../x",
+        "tk_0123456789abcdef0123_1",  # a second spelling of place 1
+        "tk_0123456789abcdef0123_000001",  # and another
+        "tk_0123456789abcdef0123_-0001",
+        "tk_0123456789ABCDEF0123_00001",
+        "tk_0123456789abcdef012_00001",
+        "tk_0123456789abcdef0123_00001/../x",
         "or_0123456789abcdef0123",
     ],
 )

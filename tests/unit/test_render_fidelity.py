@@ -16,7 +16,7 @@ import pypdfium2
 import pytest
 from PIL import Image, ImageChops
 from ticketry.events import RenderRequest
-from ticketry.ids import new_id, ticket_ids
+from ticketry.ids import MAX_TICKETS_PER_ORDER, new_id, ticket_id, ticket_ids
 from ticketry_renderer import fastpath
 from ticketry_renderer.render import Design, event_template, render_ticket, render_ticket_full
 
@@ -154,11 +154,14 @@ def test_one_template_per_event_look(signer: Any) -> None:
     design = Design.default()
     render_ticket(request(signer), design)
     render_ticket(request(signer, "Grace Hopper"), design)
+    # (the last ticket of the biggest order too: every ticket id is as long)
+    last = request(signer, "Grace Hopper")
+    render_ticket(last.model_copy(update={"ticket_id": ticket_id(last.order_id, MAX_TICKETS_PER_ORDER - 1)}), design)
     assert len(design.templates) == 1
     render_ticket(request(signer, tier="vip"), design)
     render_ticket(request(signer, event_name="Another Night"), design)
     assert len(design.templates) == 3
-    assert design.fast_rendered == 4 and design.full_rendered == 0
+    assert design.fast_rendered == 5 and design.full_rendered == 0
 
 
 def test_fast_path_can_be_switched_off(signer: Any) -> None:

@@ -92,11 +92,14 @@ def pdf_text(pdf: bytes) -> str:
     return "\n".join(page.extract_text() for page in pypdf.PdfReader(io.BytesIO(pdf)).pages)
 
 
+TICKET = "tk_0123456789abcdef0123_00000"
+
+
 def request(event_name: str, venue: str, holder_name: str) -> RenderRequest:
     return RenderRequest(
-        ticket_id="tk_0123456789abcdef0123_0", order_id="or_0123456789abcdef0123", event_id="ev_0123456789abcdef0123",
+        ticket_id=TICKET, order_id="or_0123456789abcdef0123", event_id="ev_0123456789abcdef0123",
         event_name=event_name, venue=venue, starts_at=datetime(2027, 6, 1, 19, 30, tzinfo=UTC), holder_name=holder_name,
-        tier="standard", price=Decimal("25.00"), currency="EUR", code="TK1.k1.tk_0123456789abcdef0123_0.sig", total=1,
+        tier="standard", price=Decimal("25.00"), currency="EUR", code=f"TK1.k1.{TICKET}.sig", total=1,
     )  # fmt: skip
 
 

@@ -1,7 +1,7 @@
 """Identifiers. Every id that reaches a file path or a Redis key passes ``is_valid_id``.
 
 Events and orders have random ids (``ev_…``, ``or_…``). A ticket's id is its
-order's plus its place in the order (``tk_<order>_<n>``), so a ticket needs no
+order's plus its place in the order (``tk_<order>_<nnnnn>``), so a ticket needs no
 document of its own to be found: its order holds everything a ticket is (see
 ``ticketry_api.readmodel``). Ticket ids are not secrets (a QR code carries a
 signed code, never derived from the id), and only the order's owner can see one.
@@ -13,8 +13,12 @@ import re
 import secrets
 
 _ID_RE = re.compile(r"^(ev|or)_([0-9a-f]{20})$")
-# One spelling per ticket (no leading zeros): the id names its PDF and its code.
-_TICKET_RE = re.compile(r"^tk_([0-9a-f]{20})_(0|[1-9][0-9]{0,5})$")
+# The place has a fixed width: one spelling per ticket (the id names its PDF and
+# its code), and every ticket id of every order is as long as any other, so the
+# renderer's stamping template (which depends on the id's length) is one per event.
+PLACE_DIGITS = 5  # 29 characters in all: what the ticket design's id cells hold unwrapped
+MAX_TICKETS_PER_ORDER = 10**PLACE_DIGITS
+_TICKET_RE = re.compile(rf"^tk_([0-9a-f]{{20}})_([0-9]{{{PLACE_DIGITS}}})$")
 
 
 def new_id(prefix: str) -> str:
@@ -26,7 +30,9 @@ def new_id(prefix: str) -> str:
 
 def ticket_id(order_id: str, n: int) -> str:
     """The id of the ``n``-th ticket (from 0) of an order."""
-    return f"tk_{order_id.removeprefix('or_')}_{n}"
+    if not 0 <= n < MAX_TICKETS_PER_ORDER:
+        raise ValueError(f"a ticket's place is 0..{MAX_TICKETS_PER_ORDER - 1}")
+    return f"tk_{order_id.removeprefix('or_')}_{n:0{PLACE_DIGITS}d}"
 
 
 def ticket_ids(order_id: str, quantity: int) -> list[str]:

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from ticketry.auth import JwtSettings
+from ticketry.ids import MAX_TICKETS_PER_ORDER
 
 
 class ConfigurationError(RuntimeError):
@@ -34,7 +35,7 @@ class CommonSettings(JwtSettings):
     # Finished trace spans as JSON lines (see ticketry.tracing); OTLP via OTEL_* vars.
     trace_file: Path | None = None
     render_max_attempts: int = Field(default=5, ge=1)
-    max_tickets_per_order: int = Field(default=10_000, ge=1)
+    max_tickets_per_order: int = Field(default=10_000, ge=1, le=MAX_TICKETS_PER_ORDER)
 
     @model_validator(mode="after")
     def _secret_outside_dev(self) -> CommonSettings:
