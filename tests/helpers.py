@@ -18,6 +18,16 @@ from pymongo import MongoClient
 from ticketry_devstack.procs import ferretdb_proc, free_port, wait_port
 
 
+async def ws_outcome(url: str) -> tuple[str, int | None]:
+    """The progress WebSocket's first message type, or ``("closed", code)``."""
+    try:
+        async with asyncio.timeout(15), websockets.connect(url) as ws:
+            msg = orjson.loads(await ws.recv())
+            return str(msg["type"]), None
+    except websockets.ConnectionClosed as exc:
+        return "closed", exc.rcvd.code if exc.rcvd else None
+
+
 def bearer(tok: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {tok}"}
 

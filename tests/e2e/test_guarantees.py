@@ -23,7 +23,7 @@ from ticketry_devstack.procs import Stack
 
 from tests.chaos.support import db_of, mongo_of, redis_of, wait_until
 from tests.conftest import TokenFactory
-from tests.helpers import bearer, create_event, place_order
+from tests.helpers import bearer, create_event, place_order, ws_outcome
 
 pytestmark = pytest.mark.e2e
 
@@ -200,6 +200,8 @@ async def test_reservation_without_order_is_released_and_the_late_order_refused(
         assert refused.value.status == 503
         assert (await api.get(f"/v1/orders/{orphan}", headers=bearer(admin))).status_code == 404
         assert (await api.get(f"/v1/tickets/{late.ticket_ids[0]}", headers=bearer(admin))).status_code == 404
+        progress = r.json()["progress_url"].replace(r.json()["id"], orphan)
+        assert await ws_outcome(f"{progress}?token={admin}") == ("closed", 4404)
         assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 5
     finally:
         await redis.aclose()

@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 import jwt
 import pytest
-import websockets
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pymongo import AsyncMongoClient
 from ticketry.auth import issue_token
@@ -27,7 +26,7 @@ from ticketry_api.readmodel import POINT_READS_UP_TO
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory
-from tests.helpers import bearer, create_event, decode_qr, place_order
+from tests.helpers import bearer, create_event, decode_qr, place_order, ws_outcome
 
 pytestmark = pytest.mark.e2e
 
@@ -213,15 +212,6 @@ async def test_unknown_ids_are_404_for_everyone(api: httpx.AsyncClient, world: W
             r = await api.get(path, headers=h)
             assert r.status_code == 404, (caller, path, r.text)
             assert r.headers["content-type"].startswith(PROBLEM)
-
-
-async def ws_outcome(url: str) -> tuple[str, int | None]:
-    try:
-        async with asyncio.timeout(15), websockets.connect(url) as ws:
-            msg = json.loads(await ws.recv())
-            return msg["type"], None
-    except websockets.ConnectionClosed as exc:
-        return "closed", exc.rcvd.code if exc.rcvd else None
 
 
 async def test_access_matrix_over_the_websocket(world: World) -> None:

@@ -145,19 +145,26 @@ async def _owner(hub: Hub, order_id: str) -> str | None:
     owner = await hub.redis.hget(streams.order_progress(order_id), "owner")
     if owner:
         return as_text(owner)
-    order = await Order.get(order_id)
-    return order.owner_id if order else None
+    order = await _order_head(order_id)
+    return None if order is None else str(order["owner_id"])
+
+
+async def _order_head(order_id: str) -> dict[str, object] | None:
+    """The order's owner and size, without its list of ticket ids (10,000 in a
+    big order); None for no order (an ``abandoned`` tombstone is none)."""
+    doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"owner_id": 1, "quantity": 1, "status": 1})
+    return None if doc is None or doc["status"] == "abandoned" else doc
 
 
 async def _snapshot_from_db(order_id: str) -> dict[str, str]:
     """The snapshot once the order's progress hash has expired: its outcome as
     the projector recorded it (``OrderState``; none yet means still rendering)."""
-    order = await Order.get(order_id)
+    order = await _order_head(order_id)
     if order is None:
         return {}
     state = await OrderState.get(order_id)
     if state is None:
-        return {"total": str(order.quantity)}
+        return {"total": str(order["quantity"])}
     return {
         "total": str(state.total), "rendered": str(state.rendered), "failed": str(state.failed), "completed": "1",
     }  # fmt: skip
