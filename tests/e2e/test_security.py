@@ -110,7 +110,7 @@ def _h(tok: str | None) -> dict[str, str]:
 
 GOOD = ("buyer_a", "buyer_b", "organizer", "staff", "admin")
 BAD = ("none", "expired", "alg-none", "hs512", "rs256", "wrong-secret", "not-yet-valid")
-FORGED = "TK1.k1.tk_0000000000000000000_00000.AAAA"
+FORGED = "TK1.k1.tk_00000000000000000000_00000.AAAA"
 
 
 def expected(route: str, caller: str) -> int:
@@ -198,16 +198,16 @@ async def test_unknown_ids_are_404_for_everyone(api: httpx.AsyncClient, world: W
     for caller in GOOD:
         h = _h(world.tokens[caller])
         for path in (
-            "/v1/orders/or_0000000000000000000",
-            "/v1/tickets/tk_0000000000000000000_00000",
-            "/v1/tickets/tk_0000000000000000000_00000/pdf",
-            "/v1/tickets/tk_0000000000000000000",  # not a ticket id at all
+            "/v1/orders/or_00000000000000000000",
+            "/v1/tickets/tk_00000000000000000000_00000",
+            "/v1/tickets/tk_00000000000000000000_00000/pdf",
+            "/v1/tickets/tk_00000000000000000000",  # not a ticket id at all
             f"/v1/tickets/tk_{world.order_id[3:]}_00001",  # past the end of a real order
             f"/v1/tickets/tk_{world.order_id[3:]}_0/pdf",  # a second spelling of its first
             f"/v1/tickets/{world.ticket_id}_0",
             "/v1/tickets/..%2F..%2Fetc%2Fpasswd/pdf",
             "/v1/orders/not-an-id",
-            "/v1/events/ev_0000000000000000000",
+            "/v1/events/ev_00000000000000000000",
         ):
             r = await api.get(path, headers=h)
             assert r.status_code == 404, (caller, path, r.text)
@@ -225,7 +225,7 @@ async def test_access_matrix_over_the_websocket(world: World) -> None:
     want |= dict.fromkeys(("buyer_b", "organizer", "staff"), ("closed", 4404))
     assert results == want
     # An unknown order looks exactly like someone else's
-    other = base.replace(world.order_id, "or_0000000000000000000")
+    other = base.replace(world.order_id, "or_00000000000000000000")
     assert await ws_outcome(f"{other}?token={world.tokens['buyer_a']}") == ("closed", 4404)
 
 
@@ -253,7 +253,7 @@ async def test_bad_input_is_a_clear_4xx(api: httpx.AsyncClient, world: World) ->
         ("event id too long", {**good, "event_id": "ev_" + "0" * 100}, 422),
         ("not json", b"{not json", 422),
         ("array", b"[]", 422),
-        ("unknown event", {**good, "event_id": "ev_0000000000000000000"}, 404),
+        ("unknown event", {**good, "event_id": "ev_00000000000000000000"}, 404),
         ("garbage event", {**good, "event_id": "../../etc/passwd"}, 404),
     ]
     for name, body, status in cases:
@@ -506,7 +506,7 @@ async def test_security_headers_and_no_cors_by_default(api: httpx.AsyncClient, w
     h = bearer(str(world.tokens["buyer_a"]))
     for r in (
         await api.get(f"/v1/orders/{world.order_id}", headers={**h, "Origin": "https://evil.example"}),
-        await api.get("/v1/orders/or_0000000000000000000", headers=h),
+        await api.get("/v1/orders/or_00000000000000000000", headers=h),
         await api.get(f"/v1/tickets/{world.ticket_id}/pdf", headers=h),
     ):
         assert r.headers["x-content-type-options"] == "nosniff"
