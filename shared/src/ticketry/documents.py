@@ -21,6 +21,12 @@ PublicOrderStatus = Literal["processing", "completed", "partially_failed", "fail
 OrderStatus = Literal[PublicOrderStatus, "abandoned"]
 
 
+def is_placed(status: str | None) -> bool:
+    """True for the status of an order somebody placed: None (no order) and an
+    ``abandoned`` tombstone are no order, whoever asks (404, no tickets)."""
+    return status is not None and status != "abandoned"
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 

@@ -51,7 +51,7 @@ from ticketry import streams
 from ticketry.auth import Principal
 from ticketry.codes import Keyring
 from ticketry.db import as_text
-from ticketry.documents import Event, Order
+from ticketry.documents import Event, Order, is_placed
 from ticketry.events import RenderRequest
 from ticketry.ids import is_valid_id, new_id, ticket_ids
 from ticketry.tracing import current_traceparent
@@ -251,7 +251,7 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
         order_id, event_id, quantity = streams.parse_in_flight_member(member)
         event = await event_of(event_id)
         order = await Order.get(order_id)
-        if event is not None and order is not None and order.status != "abandoned":
+        if event is not None and order is not None and is_placed(order.status):
             await enqueue(redis, keyring, order, event)
             log.warning("outbox: re-enqueued order", extra={"order_id": order_id})
             continue

@@ -18,7 +18,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.db import as_text
-from ticketry.documents import Checkin, Order, OrderState, PublicOrderStatus, TicketState, TicketStatus
+from ticketry.documents import Checkin, Order, OrderState, PublicOrderStatus, TicketState, TicketStatus, is_placed
 from ticketry.ids import order_of_ticket
 
 
@@ -43,8 +43,8 @@ async def ticket_of(ticket_id: str) -> TicketOf | None:
         return None
     order_id, n = where
     doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"ticket_ids": 0})
-    # An ``abandoned`` tombstone has no tickets; a place past the end is none.
-    if doc is None or doc["status"] == "abandoned" or n >= doc["quantity"]:
+    # A place past the end is no ticket.
+    if doc is None or not is_placed(doc["status"]) or n >= doc["quantity"]:
         return None
     return TicketOf(
         id=ticket_id, order_id=order_id, owner_id=doc["owner_id"], event_id=doc["event_id"],

@@ -13,7 +13,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ticketry import streams
 from ticketry.auth import AuthError, TokenVerifier
 from ticketry.db import as_text, entries_of
-from ticketry.documents import Order, OrderState
+from ticketry.documents import Order, OrderState, is_placed
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.ids import is_valid_id
 from ticketry.tracing import context_from, tracer
@@ -151,9 +151,9 @@ async def _owner(hub: Hub, order_id: str) -> str | None:
 
 async def _order_head(order_id: str) -> dict[str, object] | None:
     """The order's owner and size, without its list of ticket ids (10,000 in a
-    big order); None for no order (an ``abandoned`` tombstone is none)."""
+    big order); None for no order."""
     doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"owner_id": 1, "quantity": 1, "status": 1})
-    return None if doc is None or doc["status"] == "abandoned" else doc
+    return doc if doc is not None and is_placed(doc["status"]) else None
 
 
 async def _snapshot_from_db(order_id: str) -> dict[str, str]:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header
 from ticketry.auth import Principal
-from ticketry.documents import Checkin, Order
+from ticketry.documents import Checkin, Order, is_placed
 from ticketry.ids import is_valid_id
 from ticketry.tracing import tracer
 
@@ -59,8 +59,7 @@ async def create_order(
 async def owned_order(order_id: str, who: Principal) -> Order:
     """The order if ``who`` may see it; 404 otherwise (existence does not leak)."""
     order = await Order.get(order_id) if is_valid_id(order_id, "or") else None
-    # An ``abandoned`` tombstone (orders.sweep_outbox) was never anybody's order.
-    if order is None or order.status == "abandoned" or not who.owns(order.owner_id):
+    if order is None or not is_placed(order.status) or not who.owns(order.owner_id):
         raise Problem(404, "order not found")
     return order
 
@@ -79,7 +78,8 @@ async def is_cancelled(order_id: str) -> bool:
     ``_id``: each check-in asks, and on FerretDB v1 any other filter decodes the
     whole collection. The status is set before the tickets go back (see
     ``cancel_order``), so a ticket whose seat was returned never admits."""
-    return await stored_status(order_id) in (None, "cancelled", "abandoned")
+    status = await stored_status(order_id)
+    return not is_placed(status) or status == "cancelled"
 
 
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422))
