@@ -1,4 +1,5 @@
-"""The local backend supervising real child processes (a stand-in renderer script)."""
+"""The local backend supervising real child processes (a stand-in renderer),
+exec'd and forked from a preloaded server."""
 
 from __future__ import annotations
 
@@ -8,57 +9,52 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from ticketry_scaler.backends.local import RENDERER_NAME_ENV, LocalBackend
+from ticketry_scaler.backends.prefork import Prefork, console_entry
 
-# Follows the renderer's process contract: named by TICKETRY_RENDERER_NAME, drains and
-# exits 0 on SIGTERM. FAKE_MODE=ignore-term ignores SIGTERM; crash exits 3 at once.
-FAKE_RENDERER = """
-import os, signal, sys, time
-out, name, pid = sys.argv[1], os.environ["TICKETRY_RENDERER_NAME"], os.getpid()
-mode = os.environ.get("FAKE_MODE", "ok")
-open(os.path.join(out, f"{name}.{pid}.start"), "w").close()
-if mode == "crash":
-    sys.exit(3)
-def term(signum, frame):
-    open(os.path.join(out, f"{name}.{pid}.term"), "w").close()
-    if mode != "ignore-term":
-        sys.exit(0)
-signal.signal(signal.SIGTERM, term)
-while True:
-    time.sleep(0.05)
-"""
+from tests import fake_renderer
+
+@dataclass
+class Fake:
+    """How the backend starts the stand-in (``tests/fake_renderer.py``): exec'd
+    as a script, or forked from a preloaded server as a console script is."""
+
+    argv: list[str]
+    out: Path
+    prefork: Prefork | None
+
+    def backend(self, mode: str = "ok", **kw: float) -> LocalBackend:
+        opts: dict[str, float] = {
+            "minimum": 1,
+            "maximum": 4,
+            "backoff_s": 0.1,
+            "backoff_max_s": 1.0,
+            "drain_timeout_s": 5.0,
+            "poll_s": 0.05,
+        }
+        opts.update(kw)
+        return LocalBackend(
+            self.argv,
+            instance="test-host",
+            env={**os.environ, "FAKE_MODE": mode, "FAKE_OUT": str(self.out)},
+            minimum=int(opts.pop("minimum")),
+            maximum=int(opts.pop("maximum")),
+            prefork=self.prefork,
+            **opts,
+        )
 
 
-@pytest.fixture
-def fake(tmp_path: Path) -> tuple[list[str], Path]:
-    script = tmp_path / "fake_renderer.py"
-    script.write_text(FAKE_RENDERER)
+@pytest.fixture(params=["exec", "prefork"])
+def fake(request: pytest.FixtureRequest, tmp_path: Path) -> Fake:
     out = tmp_path / "out"
     out.mkdir()
-    return [sys.executable, str(script), str(out)], out
-
-
-def _backend(argv: list[str], mode: str = "ok", **kw: float) -> LocalBackend:
-    opts: dict[str, float] = {
-        "minimum": 1,
-        "maximum": 4,
-        "backoff_s": 0.1,
-        "backoff_max_s": 1.0,
-        "drain_timeout_s": 5.0,
-        "poll_s": 0.05,
-    }
-    opts.update(kw)
-    return LocalBackend(
-        argv,
-        instance="test-host",
-        env={**os.environ, "FAKE_MODE": mode},
-        minimum=int(opts.pop("minimum")),
-        maximum=int(opts.pop("maximum")),
-        **opts,
-    )
+    if request.param == "prefork":
+        return Fake(["unused"], out, Prefork("tests.fake_renderer:run"))
+    return Fake([sys.executable, fake_renderer.__file__], out, None)
 
 
 def _marks(out: Path, suffix: str) -> list[str]:
@@ -82,10 +78,10 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-async def test_start_runs_min_and_names_each_child(fake: tuple[list[str], Path]) -> None:
+async def test_start_runs_min_and_names_each_child(fake: Fake) -> None:
     assert RENDERER_NAME_ENV == "TICKETRY_RENDERER_NAME"  # the renderer's contract
-    argv, out = fake
-    backend = _backend(argv, minimum=2)
+    out = fake.out
+    backend = fake.backend(minimum=2)
     await backend.start()
     try:
         await _until(lambda: len(_marks(out, "start")) == 2)
@@ -100,9 +96,9 @@ async def test_start_runs_min_and_names_each_child(fake: tuple[list[str], Path])
     assert (await backend.status()).running == 0
 
 
-async def test_crashed_child_is_restarted_under_its_name(fake: tuple[list[str], Path]) -> None:
-    argv, out = fake
-    backend = _backend(argv, minimum=1)
+async def test_crashed_child_is_restarted_under_its_name(fake: Fake) -> None:
+    out = fake.out
+    backend = fake.backend(minimum=1)
     await backend.start()
     try:
         await _until(lambda: len(_marks(out, "start")) == 1)
@@ -118,9 +114,9 @@ async def test_crashed_child_is_restarted_under_its_name(fake: tuple[list[str], 
         await backend.aclose()
 
 
-async def test_crash_loop_backs_off(fake: tuple[list[str], Path]) -> None:
-    argv, out = fake
-    backend = _backend(argv, "crash", minimum=1, backoff_s=0.2, backoff_max_s=10.0)
+async def test_crash_loop_backs_off(fake: Fake) -> None:
+    out = fake.out
+    backend = fake.backend("crash", minimum=1, backoff_s=0.2, backoff_max_s=10.0)
     await backend.start()
     try:
         await asyncio.sleep(2.0)
@@ -132,10 +128,10 @@ async def test_crash_loop_backs_off(fake: tuple[list[str], Path]) -> None:
 
 
 async def test_scale_down_drains_highest_slots_and_never_below_min(
-    fake: tuple[list[str], Path],
+    fake: Fake,
 ) -> None:
-    argv, out = fake
-    backend = _backend(argv, minimum=1, maximum=3)
+    out = fake.out
+    backend = fake.backend(minimum=1, maximum=3)
     await backend.start()
     try:
         await backend.scale(10)  # capped at max
@@ -153,9 +149,9 @@ async def test_scale_down_drains_highest_slots_and_never_below_min(
         await backend.aclose()
 
 
-async def test_straggler_is_killed_after_the_drain_bound(fake: tuple[list[str], Path]) -> None:
-    argv, out = fake
-    backend = _backend(argv, "ignore-term", minimum=1, drain_timeout_s=0.5)
+async def test_straggler_is_killed_after_the_drain_bound(fake: Fake) -> None:
+    out = fake.out
+    backend = fake.backend("ignore-term", minimum=1, drain_timeout_s=0.5)
     await backend.start()
     await _until(lambda: len(_marks(out, "start")) == 1)
     pid = int(_marks(out, "start")[0].split(".")[1])
@@ -166,9 +162,9 @@ async def test_straggler_is_killed_after_the_drain_bound(fake: tuple[list[str], 
     assert 0.4 <= time.monotonic() - started < 5.0
 
 
-async def test_slot_name_not_reused_while_draining(fake: tuple[list[str], Path]) -> None:
-    argv, out = fake
-    backend = _backend(argv, "ignore-term", minimum=0, maximum=2, drain_timeout_s=2.0)
+async def test_slot_name_not_reused_while_draining(fake: Fake) -> None:
+    out = fake.out
+    backend = fake.backend("ignore-term", minimum=0, maximum=2, drain_timeout_s=2.0)
     await backend.start()
     try:
         await backend.scale(1)
@@ -177,5 +173,24 @@ async def test_slot_name_not_reused_while_draining(fake: tuple[list[str], Path])
         await backend.scale(1)  # must not start a second "r0" meanwhile
         await _until(lambda: len(_marks(out, "start")) == 2)
         assert {m.split(".")[0] for m in _marks(out, "start")} == {"test-host-r0", "test-host-r1"}
+    finally:
+        await backend.aclose()
+
+
+def test_console_scripts_of_this_environment_are_forked_others_execd() -> None:
+    assert console_entry(["ticketry-renderer"]) == "ticketry_renderer.main:run"
+    assert console_entry(["ticketry-renderer", "--flag"]) is None  # arguments: exec it as given
+    assert console_entry([sys.executable, fake_renderer.__file__]) is None
+    assert console_entry(["/opt/bin/ticketry-renderer"]) is None  # a path names a program
+    assert console_entry(["no-such-script"]) is None
+
+
+async def test_child_runs_in_its_own_session(fake: Fake) -> None:
+    backend = fake.backend(minimum=1)
+    await backend.start()
+    try:
+        await _until(lambda: len(_marks(fake.out, "start")) == 1)
+        pid = int(_marks(fake.out, "start")[0].split(".")[1])
+        assert os.getsid(pid) == pid  # a terminal's Ctrl-C reaches the scaler only, which drains it
     finally:
         await backend.aclose()

@@ -55,6 +55,10 @@ class ScalerSettings(CommonSettings):
 
     # Local backend.
     renderer_command: str = "ticketry-renderer"
+    # A command that is a console script of this environment (the default) is
+    # forked from a server that imported it once (backends/prefork.py); false:
+    # always exec it.
+    scaler_prefork: bool = True
     scaler_restart_backoff_s: float = Field(default=0.5, gt=0)
     scaler_restart_backoff_max_s: float = Field(default=30.0, gt=0)
     # A process that ran this long before dying starts its backoff afresh.

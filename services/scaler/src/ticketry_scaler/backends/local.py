@@ -13,43 +13,34 @@ once a child has run ``reset_s``), so a renderer that cannot start does not spin
 Children run in their own session (a terminal's Ctrl-C reaches only the scaler,
 which then drains them in order) and, on Linux, get SIGTERM if the scaler dies
 without draining them (``PR_SET_PDEATHSIG``), so no orphan keeps rendering.
+A command that is a console script of this environment (``ticketry-renderer``)
+is forked from a server that imported it once instead of exec'd: see
+``prefork``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import os
 import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ticketry_scaler import metrics
 from ticketry_scaler.backends import BackendStatus
+from ticketry_scaler.backends.prefork import Prefork, console_entry, die_with_parent
 from ticketry_scaler.config import ScalerSettings
 
 log = logging.getLogger(__name__)
 
 RENDERER_NAME_ENV = "TICKETRY_RENDERER_NAME"
-_PR_SET_PDEATHSIG = 1
-# Loaded before any fork: the child must not dlopen between fork and exec.
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-
-
-def _die_with_parent(parent: int) -> Callable[[], None]:
-    def preexec() -> None:
-        if _LIBC is not None:
-            _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
 
 
 def resolve_command(argv: list[str]) -> list[str]:
@@ -61,11 +52,24 @@ def resolve_command(argv: list[str]) -> list[str]:
     return [found or program, *argv[1:]]
 
 
+class ChildProcess(Protocol):
+    """What the backend needs of a child: ``asyncio.subprocess.Process`` or
+    ``prefork.Forked``."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    def send_signal(self, sig: int) -> None: ...
+    def kill(self) -> None: ...
+    async def wait(self) -> int: ...
+
+
 @dataclass
 class _Child:
     slot: int
     consumer: str
-    proc: asyncio.subprocess.Process
+    proc: ChildProcess
     started: float
 
     @property
@@ -97,8 +101,10 @@ class LocalBackend:
         drain_timeout_s: float = 30.0,
         poll_s: float = 0.2,
         env: Mapping[str, str] | None = None,
+        prefork: Prefork | None = None,
     ) -> None:
         self._argv = resolve_command(argv)
+        self._prefork = prefork
         self._instance = instance
         self._min, self._max = minimum, maximum
         self._backoff_s, self._backoff_max_s, self._reset_s = backoff_s, backoff_max_s, reset_s
@@ -114,6 +120,9 @@ class LocalBackend:
 
     @classmethod
     def from_settings(cls, s: ScalerSettings) -> LocalBackend:
+        entry = console_entry(s.renderer_argv) if s.scaler_prefork else None
+        how = {"forked_from_preloaded": entry} if entry else {"exec": s.renderer_command}
+        log.info("how renderers start", extra=how)
         return cls(
             s.renderer_argv,
             instance=s.scaler_instance,
@@ -123,6 +132,7 @@ class LocalBackend:
             backoff_max_s=s.scaler_restart_backoff_max_s,
             reset_s=s.scaler_restart_reset_s,
             drain_timeout_s=s.scaler_drain_timeout_s,
+            prefork=Prefork(entry) if entry else None,
         )
 
     # -- Backend protocol ------------------------------------------------------------
@@ -176,14 +186,18 @@ class LocalBackend:
     async def _spawn(self, slot: _Slot) -> None:
         consumer = f"{self._instance}-r{slot.index}"
         env = {**self._env, RENDERER_NAME_ENV: consumer}
+        proc: ChildProcess
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *self._argv,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
-            )
+            if self._prefork is not None:
+                proc = await self._prefork.start(env)
+            else:
+                proc = await asyncio.create_subprocess_exec(
+                    *self._argv,
+                    env=env,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent(os.getpid()),
+                )
         except OSError as exc:
             log.error("renderer failed to start", extra={"consumer": consumer, "error": repr(exc)})
             self._schedule_restart(slot, ran_s=0.0)
