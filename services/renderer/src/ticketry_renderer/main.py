@@ -50,13 +50,24 @@ class _App(FastStream):
         super().exit()
 
 
-async def finish_own_work(worker: Worker, settings: RendererSettings) -> int:
-    """Finish whatever is still pending under our name (rather than leave it
-    for a peer to claim after the idle timeout), then leave the group."""
-    left = await asyncio.wait_for(worker.drain_own_pending(), settings.drain_timeout_s)
+async def finish_own_work(worker: Worker, settings: RendererSettings, *tasks: asyncio.Task[None]) -> None:
+    """Let ``tasks`` (the claimer, the heartbeat) end, finish whatever is still
+    pending under our name (rather than leave it for a peer to claim after the
+    idle timeout), then leave the group: all within ``drain_timeout_s``. Past
+    it (Redis unreachable: each command retries for up to ~35 s), what we still
+    hold stays pending and a peer claims it; the process exits all the same."""
+    try:
+        async with asyncio.timeout(settings.drain_timeout_s):
+            await asyncio.gather(*tasks, return_exceptions=True)
+            left = await worker.drain_own_pending()
+            await worker.forget_consumer_if_idle()
+    except (TimeoutError, RedisConnectionError, RedisTimeoutError) as exc:
+        log.warning(
+            "drain cut short; what is pending under our name is left for a peer to claim",
+            extra={"consumer": worker.consumer, "error": repr(exc)},
+        )
+        return
     log.info("renderer drained", extra={"consumer": worker.consumer, "finished_at_exit": left})
-    await worker.forget_consumer_if_idle()
-    return left
 
 
 def create_app(settings: RendererSettings, consumer: str) -> _App:
@@ -109,9 +120,8 @@ def create_app(settings: RendererSettings, consumer: str) -> _App:
         # still pending under our name (e.g. a read cut short) is finished here
         # rather than left for a peer to claim after the idle timeout.
         stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
         try:
-            await finish_own_work(worker, settings)
+            await finish_own_work(worker, settings, *tasks)
         finally:
             await redis.aclose()
 
