@@ -18,6 +18,7 @@ from ticketry_scaler.backends.prefork import Prefork, console_entry
 
 from tests import fake_renderer
 
+
 @dataclass
 class Fake:
     """How the backend starts the stand-in (``tests/fake_renderer.py``): exec'd
