@@ -1,6 +1,7 @@
 """The scaler with the real renderer: forked from a server that imported it once,
-each renders, a SIGKILLed one is replaced under its name, none outlives a
-SIGKILLed scaler, and a SIGTERMed scaler drains them."""
+each renders, a SIGKILLed one is replaced under its name, a SIGKILLed fork
+server is replaced with its renderers, none outlives a SIGKILLed scaler, and a
+SIGTERMed scaler drains them."""
 
 from __future__ import annotations
 
@@ -82,6 +83,16 @@ async def test_scaler_forks_real_renderers_and_replaces_a_killed_one(tmp_path: P
             print(f"\nSCALER replaced a SIGKILLed renderer (fork → first heartbeat) in {time.monotonic() - t0:.2f}s")
             await rendered_once(100)
 
+            # When the fork server itself is SIGKILLed, then its renderers drain and exit, and the
+            # scaler starts a new server and new renderers, which render the next order
+            before = await _renderers(redis)
+            os.kill(server, signal.SIGKILL)
+            await wait_until(lambda: _none_alive(list(before.values())), 60)
+            await wait_until(lambda: _all_new(redis, before, 2), 120)
+            (server,) = {_parent(pid) for pid in (await _renderers(redis)).values()}
+            assert _parent(server) == scaler.pid
+            await rendered_once(100)
+
         # When the scaler is SIGKILLed, then its fork server goes, and its renderers drain and exit
         renderers = await _renderers(redis)
         scaler.signal(signal.SIGKILL)
@@ -106,6 +117,11 @@ async def _count_is(redis: Redis, n: int) -> bool:
 
 async def _replaced(redis: Redis, name: str, old_pid: int) -> bool:
     return (await _renderers(redis)).get(name, old_pid) != old_pid
+
+
+async def _all_new(redis: Redis, before: dict[str, int], n: int) -> bool:
+    now = await _renderers(redis)
+    return len(now) == n and not set(now.values()) & set(before.values())
 
 
 async def _none_alive(pids: list[int]) -> bool:

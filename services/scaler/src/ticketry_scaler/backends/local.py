@@ -198,7 +198,7 @@ class LocalBackend:
                     start_new_session=True,
                     preexec_fn=die_with_parent(os.getpid()),
                 )
-        except OSError as exc:
+        except (OSError, EOFError) as exc:  # EOFError: the fork server went away
             log.error("renderer failed to start", extra={"consumer": consumer, "error": repr(exc)})
             self._schedule_restart(slot, ran_s=0.0)
             return

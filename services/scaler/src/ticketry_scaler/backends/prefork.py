@@ -105,8 +105,13 @@ class Forked:
         """The exit code, once the child has exited (its sentinel turns readable)."""
         loop = asyncio.get_running_loop()
         while (code := self.returncode) is None:
-            ready = loop.create_future()
-            loop.add_reader(self._process.sentinel, ready.set_result, None)
+            ready: asyncio.Future[None] = loop.create_future()
+
+            def readable(ready: asyncio.Future[None] = ready) -> None:
+                if not ready.done():  # it may fire again before we remove it
+                    ready.set_result(None)
+
+            loop.add_reader(self._process.sentinel, readable)
             try:
                 await ready
             finally:
