@@ -58,6 +58,22 @@ def duplicates(ticket_ids: list[str]) -> dict[str, int]:
     return {t: n for t, n in Counter(ticket_ids).items() if n > 1}
 
 
+async def completes_rendering_each_once(
+    redis: Redis, mongo: AsyncMongoClient[dict[str, Any]], order: dict[str, Any], timeout_s: float
+) -> None:
+    """Wait until ``order`` (a 202 body) is projected ``completed``, then check
+    that each of its tickets has exactly one ``ticket.rendered`` event."""
+
+    async def completed() -> bool:
+        doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
+        return bool(doc and doc["status"] == "completed")
+
+    await wait_until(completed, timeout_s)
+    events = await order_events(redis, order["id"])
+    ids = [f["ticket_id"] for _, f in events if f["type"] == "ticket.rendered"]
+    assert not duplicates(ids) and sorted(ids) == sorted(order["tickets"])
+
+
 def pdfs(stack: Stack, order_id: str) -> list[Path]:
     d = Path(stack.env["TICKETRY_STORAGE_DIR"]) / order_id
     return sorted(p for p in d.glob("*.pdf") if p.is_file() and not p.name.startswith("."))

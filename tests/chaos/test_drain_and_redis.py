@@ -15,10 +15,8 @@ from ticketry_devstack.procs import Stack, redis_proc, wait_port
 
 from tests.chaos.support import (
     ProgressWatcher,
-    db_of,
-    duplicates,
+    completes_rendering_each_once,
     mongo_of,
-    order_events,
     pending_total,
     redis_of,
     wait_until,
@@ -66,14 +64,7 @@ async def test_sigterm_drains_in_flight_work_without_redelivery(tmp_path: Path, 
             # And a fresh renderer finishes the rest; no ticket has two events
             stack.start_renderer()
 
-            async def completed() -> bool:
-                doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
-                return bool(doc and doc["status"] == "completed")
-
-            await wait_until(completed, 120)
-            events = await order_events(redis, order["id"])
-            ids = [f["ticket_id"] for _, f in events if f["type"] == "ticket.rendered"]
-            assert not duplicates(ids) and sorted(ids) == sorted(order["tickets"])
+            await completes_rendering_each_once(redis, mongo, order, 120)
             print(f"\nDRAIN exit after SIGTERM: {took:.2f}s")
     finally:
         await redis.aclose()
@@ -105,15 +96,7 @@ async def test_redis_restart_mid_order_loses_nothing(tmp_path: Path, token: Toke
             watcher = ProgressWatcher(second["progress_url"], buyer)
             await asyncio.wait_for(watcher.run(timeout_s=120), 150)
             for o in (first, second):
-
-                async def completed(oid: str = o["id"]) -> bool:
-                    doc = await db_of(mongo).order_states.find_one({"_id": oid})
-                    return bool(doc and doc["status"] == "completed")
-
-                await wait_until(completed, 180)
-                events = await order_events(redis, o["id"])
-                ids = [f["ticket_id"] for _, f in events if f["type"] == "ticket.rendered"]
-                assert not duplicates(ids) and sorted(ids) == sorted(o["tickets"])
+                await completes_rendering_each_once(redis, mongo, o, 180)
             assert [p.pid for p in stack.renderers] == pids and all(p.alive() for p in stack.renderers)
             assert len(watcher.of_type("ticket.rendered")) == 5
             await wait_until(lambda: _no_pending(redis), 30)
@@ -154,14 +137,7 @@ async def test_sigterm_during_a_redis_outage_exits_within_the_bound(tmp_path: Pa
             await _start_redis_again(stack)
             stack.start_renderer()
 
-            async def completed() -> bool:
-                doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
-                return bool(doc and doc["status"] == "completed")
-
-            await wait_until(completed, 180)
-            events = await order_events(redis, order["id"])
-            ids = [f["ticket_id"] for _, f in events if f["type"] == "ticket.rendered"]
-            assert not duplicates(ids) and sorted(ids) == sorted(order["tickets"])
+            await completes_rendering_each_once(redis, mongo, order, 180)
     finally:
         await redis.aclose()
         await mongo.close()

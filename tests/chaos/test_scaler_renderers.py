@@ -16,7 +16,7 @@ import pytest
 from redis.asyncio import Redis
 from ticketry_scaler import observe
 
-from tests.chaos.support import db_of, duplicates, mongo_of, order_events, redis_of, wait_until
+from tests.chaos.support import completes_rendering_each_once, mongo_of, redis_of, wait_until
 from tests.conftest import TokenFactory, make_stack
 from tests.helpers import create_event, place_order
 
@@ -63,15 +63,7 @@ async def test_scaler_forks_real_renderers_and_replaces_a_killed_one(tmp_path: P
 
             async def rendered_once(quantity: int) -> None:
                 order = (await place_order(api, buyer, event["id"], quantity)).json()
-
-                async def completed() -> bool:
-                    doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
-                    return bool(doc and doc["status"] == "completed")
-
-                await wait_until(completed, 120)
-                events = await order_events(redis, order["id"])
-                ids = [f["ticket_id"] for _, f in events if f["type"] == "ticket.rendered"]
-                assert not duplicates(ids) and sorted(ids) == sorted(order["tickets"])
+                await completes_rendering_each_once(redis, mongo, order, 120)
 
             # Then they render an order
             await rendered_once(200)
