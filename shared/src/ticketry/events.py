@@ -17,7 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 1
 
-Tier = Literal["standard", "vip"]
+# The render lane of a tier: ``vip`` is read first. Organisers choose it per tier.
+Lane = Literal["standard", "vip"]
+# A tier id: a short slug chosen by the organiser (``standard``, ``vip``, ``balcony``).
+TIER_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 EventType = Literal["ticket.rendered", "ticket.failed", "order.completed"]
 
 
@@ -26,7 +29,9 @@ class DecodeError(ValueError):
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Readers ignore fields they do not know: during a rolling deploy an older
+    # reader meets messages of a newer writer that added fields.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
 class RenderRequest(_Message):
@@ -41,8 +46,13 @@ class RenderRequest(_Message):
     event_name: str
     venue: str
     starts_at: datetime
+    # Venue time: the ticket prints its times in this IANA zone (``Europe/Berlin``).
+    timezone: str = "UTC"
+    doors_at: datetime | None = None  # None: the doors open at ``starts_at``
     holder_name: str
-    tier: Tier
+    tier: str = Field(pattern=TIER_ID_PATTERN)  # the tier's id
+    tier_name: str = ""  # what the ticket prints; empty: the id, capitalised
+    lane: Lane = "standard"
     price: Decimal
     currency: str
     code: str = Field(min_length=1, max_length=256)

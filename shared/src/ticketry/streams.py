@@ -72,9 +72,10 @@ SCALER_FENCE: Final = "ticketry:scaler:fence"
 RENDERER_PREFIX: Final = "ticketry:renderer:"
 
 
-def render_lane(tier: str, quantity: int) -> str:
-    """The render stream an order's requests go to (priority lanes)."""
-    return RENDER_VIP if tier == "vip" or quantity <= SMALL_ORDER_MAX else RENDER_STD
+def render_lane(lane: str, quantity: int) -> str:
+    """The render stream an order's requests go to (priority lanes): its tier's
+    lane, or the vip stream for a small order."""
+    return RENDER_VIP if lane == "vip" or quantity <= SMALL_ORDER_MAX else RENDER_STD
 
 
 def order_progress(order_id: str) -> str:

@@ -116,7 +116,7 @@ async def redrive(redis: Redis, ids: Sequence[str]) -> dict[str, str]:
             continue
         lane = _s(fields.get(b"dlq_source"))
         if lane not in streams.RENDER_LANES:
-            lane = streams.render_lane(req.tier, req.total)
+            lane = streams.render_lane(req.lane, req.total)
         payload: list[bytes | str] = []
         for k, v in fields.items():
             if not k.startswith(b"dlq_"):

@@ -194,7 +194,7 @@ async def record(
 async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) -> None:
     """Write the progress hash and the render requests, and close the order's
     in-flight entry, in one MULTI/EXEC. Safe to repeat (the outbox sweep does)."""
-    lane = streams.render_lane(order.tier, order.quantity)
+    lane = streams.render_lane("vip" if order.tier == "vip" else "standard", order.quantity)
     price = str(price_of(event))
     traceparent = current_traceparent()
     async with redis.pipeline(transaction=True) as pipe:
