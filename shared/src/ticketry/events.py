@@ -21,7 +21,7 @@ SCHEMA_VERSION = 1
 Lane = Literal["standard", "vip"]
 # A tier id: a short slug chosen by the organiser (``standard``, ``vip``, ``balcony``).
 TIER_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
-EventType = Literal["ticket.rendered", "ticket.failed", "order.completed"]
+EventType = Literal["ticket.rendered", "ticket.failed", "order.completed", "order.cancelled"]
 
 
 class DecodeError(ValueError):

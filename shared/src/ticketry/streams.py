@@ -8,7 +8,8 @@ Streams
     starves them. Consumer group ``renderers``. Trimmed only below the oldest
     entry the group has not acknowledged (``XTRIM MINID``), never by length.
 ``ticketry:ticket-events``
-    Ticket events (``ticket.rendered``, ``ticket.failed``, ``order.completed``).
+    Ticket events (``ticket.rendered``, ``ticket.failed``, ``order.completed``,
+    ``order.cancelled``).
     Consumer group ``projector`` (api); read without a group by every notifier.
     Trimmed by MINID to the older of: the projector's oldest unacked entry and
     the resume window (``EVENTS_RETENTION_S``).
@@ -21,8 +22,11 @@ Streams
 
 Keys
 ----
-``ticketry:order:{id}:progress`` (hash: total, rendered, failed, owner, completed)
-    Live counters, updated atomically with each ticket event. TTL ``PROGRESS_TTL_S``.
+``ticketry:order:{id}:progress`` (hash: total, rendered, failed, owner, completed, cancelled)
+    Live counters, updated atomically with each ticket event. ``completed`` /
+    ``cancelled`` hold the stream id of the order's ``order.completed`` /
+    ``order.cancelled`` event once there is one; a cancelled order emits no
+    further ticket events. TTL ``PROGRESS_TTL_S``.
 ``ticketry:order:{id}:done`` (set of ticket ids with a final event)
     Makes each ticket's final event exactly-once. TTL ``PROGRESS_TTL_S``.
 ``ticketry:idem:{user}:{key}`` (string: order id)
