@@ -35,10 +35,18 @@ class AuthError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: the token's ``sub`` and ``role``."""
+    """Who is calling: the token's ``sub`` and ``role``; ``events`` limits a
+    staff token to those events (None: no limit); ``exp`` is when the token
+    expires (Unix seconds; 0 when unknown)."""
 
     sub: str
     role: Role
+    events: frozenset[str] | None = None
+    exp: int = 0
+
+    def may_scan_for(self, event_id: str) -> bool:
+        """True if this caller may check tickets in for ``event_id``."""
+        return self.events is None or event_id in self.events
 
     @property
     def is_admin(self) -> bool:
@@ -55,7 +63,18 @@ def _principal(claims: dict[str, Any]) -> Principal:
         raise AuthError("invalid sub")
     if role not in ROLES:
         raise AuthError("invalid role")
-    return Principal(sub=sub, role=cast(Role, role))
+    events = claims.get("events")
+    if events is not None and (
+        not isinstance(events, list) or len(events) > 1000 or not all(isinstance(e, str) for e in events)
+    ):
+        raise AuthError("invalid events claim")
+    exp = claims.get("exp")
+    return Principal(
+        sub=sub,
+        role=cast(Role, role),
+        events=None if events is None else frozenset(events),
+        exp=exp if isinstance(exp, int) else 0,
+    )
 
 
 def decode_token(token: str, *, key: Any, algorithm: str = "HS256", leeway_s: int = 30) -> Principal:
@@ -172,8 +191,11 @@ def issue_token(
     algorithm: str = "HS256",
     kid: str | None = None,
     not_before_s: int = 0,
+    events: list[str] | None = None,
 ) -> str:
-    """Mint a token (dev mode, tests, the demo)."""
+    """Mint a token (dev mode, tests, the demo); ``events`` limits a staff token."""
     now = int(time.time())
-    claims = {"sub": sub, "role": role, "iat": now, "nbf": now + not_before_s, "exp": now + ttl_s}
+    claims: dict[str, Any] = {"sub": sub, "role": role, "iat": now, "nbf": now + not_before_s, "exp": now + ttl_s}
+    if events is not None:
+        claims["events"] = events
     return jwt.encode(claims, key, algorithm, headers={"kid": kid} if kid else None)

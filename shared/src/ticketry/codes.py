@@ -1,6 +1,10 @@
 """Signed check-in codes (what the QR carries).
 
-A code is ``TK1.<key id>.<ticket id>.<Ed25519 signature>``. Ed25519 rather than
+A code is ``TK2.<key id>.<ticket id>.<event id>.<tier id>.<Ed25519 signature>``:
+it binds the ticket to its event and tier, so a door scanner can tell a ticket of
+another event (or of a tier its list does not admit) without asking anyone.
+Codes issued before they named their event are ``TK1.<key id>.<ticket id>.<sig>``
+and keep verifying (their event is their order's). Ed25519 rather than
 HMAC because a door scanner can then verify codes offline with only the public
 key, and a leaked scanner cannot mint tickets. The key id lets keys rotate: new
 tickets are signed with the newest key, old tickets keep verifying with theirs
@@ -12,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +27,26 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from ticketry.ids import is_valid_id
 
-PREFIX = "TK1"
+PREFIX = "TK1"  # ticket only (codes issued before codes were bound to an event)
+PREFIX_BOUND = "TK2"  # ticket, event and tier
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """What a genuine code says: the ticket, the key that signed it and, for a
+    bound code, the ticket's event and tier (None for a ``TK1`` code)."""
+
+    ticket_id: str
+    kid: str
+    event_id: str | None = None
+    tier: str | None = None
+
+
+def key_id_of(code: str) -> str:
+    """The key id a code names (unverified; what a ticket prints), else ''."""
+    parts = code.split(".")
+    return parts[1] if len(parts) in (4, 6) and parts[0] in (PREFIX, PREFIX_BOUND) else ""
 
 
 class InvalidCode(Exception):
@@ -87,27 +111,45 @@ class Keyring:
         self._stamp = fresh._stamp
         return True
 
-    def sign(self, ticket_id: str) -> str:
+    def sign(self, ticket_id: str, event_id: str = "", tier: str = "") -> str:
+        """The code of a ticket of ``event_id``'s ``tier`` (a bound ``TK2``
+        code); without an event, a ticket-only ``TK1`` code."""
         kid = self.active_kid
-        msg = f"{PREFIX}.{kid}.{ticket_id}".encode()
-        return f"{PREFIX}.{kid}.{ticket_id}.{_b64(self.private[kid].sign(msg))}"
+        if event_id:
+            if not is_valid_id(event_id, "ev") or not _SLUG.match(tier):
+                raise ValueError("a bound code needs an event id and a tier id")
+            body = f"{PREFIX_BOUND}.{kid}.{ticket_id}.{event_id}.{tier}"
+        else:
+            body = f"{PREFIX}.{kid}.{ticket_id}"
+        return f"{body}.{_b64(self.private[kid].sign(body.encode()))}"
 
     def verify(self, code: str) -> tuple[str, str]:
         """Return ``(ticket_id, key_id)`` of a genuine code, else raise InvalidCode."""
+        v = self.verify_code(code)
+        return v.ticket_id, v.kid
+
+    def verify_code(self, code: str) -> Verified:
+        """What a genuine code says, else raise InvalidCode."""
         if len(code) > 256:
             raise InvalidCode
         parts = code.split(".")
-        if len(parts) != 4 or parts[0] != PREFIX:
+        if len(parts) == 4 and parts[0] == PREFIX:
+            _, kid, ticket_id, sig = parts
+            event_id, tier = None, None
+        elif len(parts) == 6 and parts[0] == PREFIX_BOUND:
+            _, kid, ticket_id, event_id, tier, sig = parts
+            if not is_valid_id(event_id, "ev") or not _SLUG.match(tier):
+                raise InvalidCode
+        else:
             raise InvalidCode
-        _, kid, ticket_id, sig = parts
         pub = self.public.get(kid)
         if pub is None or not is_valid_id(ticket_id, "tk"):
             raise InvalidCode
         try:
-            pub.verify(_unb64(sig), f"{PREFIX}.{kid}.{ticket_id}".encode())
+            pub.verify(_unb64(sig), code.rpartition(".")[0].encode())
         except (InvalidSignature, binascii.Error, ValueError) as exc:
             raise InvalidCode from exc
-        return ticket_id, kid
+        return Verified(ticket_id, kid, event_id, tier)
 
 
 def load_keyring(keys_dir: Path, *, create: bool = False) -> Keyring:

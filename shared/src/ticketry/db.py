@@ -34,6 +34,8 @@ async def connect_mongo(
 
     Only the api (the schema's owner) creates indexes, one ``createIndexes`` per
     index: FerretDB 1.24 panics when one call re-creates several existing ones.
+    A model's ``query_indexes`` serve list queries only and are created where
+    the store can use them (not on FerretDB, see :func:`is_ferretdb`).
     """
     client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
         url, tz_aware=True, serverSelectionTimeoutMS=10_000, maxPoolSize=pool_size
@@ -41,11 +43,21 @@ async def connect_mongo(
     db_name = parse_uri(url).get("database") or "ticketry"
     await init_beanie(database=client[db_name], document_models=ALL_DOCUMENTS, skip_indexes=True)
     if create_indexes:
+        query_indexes = not await is_ferretdb(client)
         for model in ALL_DOCUMENTS:
             settings = getattr(model, "Settings", None)
-            for index in getattr(settings, "indexes", []):
+            wanted = list(getattr(settings, "indexes", []))
+            if query_indexes:
+                wanted += getattr(settings, "query_indexes", [])
+            for index in wanted:
                 await model.get_pymongo_collection().create_indexes([index])
     return client
+
+
+async def is_ferretdb(client: AsyncMongoClient[dict[str, object]]) -> bool:
+    """True when the server is FerretDB (its ``buildInfo`` names it)."""
+    info = await client.admin.command("buildInfo")
+    return "ferretdb" in info
 
 
 async def ensure_group(redis: Redis, stream: str, group: str) -> None:

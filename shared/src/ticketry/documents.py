@@ -7,11 +7,13 @@ transactions, no TTL/text/partial indexes, money as integer minor units.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import pymongo
 from beanie import Document
-from pydantic import Field
+from pydantic import BaseModel, Field
+
+from ticketry.events import Lane
 
 TicketStatus = Literal["queued", "rendered", "failed", "checked_in", "revoked"]
 # What buyers see (CONTRACT.md, plus ``cancelled``).
@@ -31,8 +33,25 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class Tier(BaseModel):
+    """What an event sells: a price, an optional capacity within the event's, a
+    limit per buyer and the render lane. Chosen by the organiser; a buyer only
+    names a tier's id."""
+
+    id: str
+    name: str
+    price_minor: int
+    capacity: int | None = None  # None: only the event's capacity bounds it
+    lane: Lane = "standard"
+    max_per_buyer: int | None = None
+
+
 class Event(Document):
-    """Something people buy tickets for. Tickets sold: see :class:`Reservation`."""
+    """Something people buy tickets for. Tickets sold: see :class:`Reservation`.
+
+    Times are stored in UTC and shown in ``timezone``. An event created before
+    tiers existed has none stored: it sells one ``standard`` tier at its price
+    (:meth:`tier_list`)."""
 
     id: str  # type: ignore[assignment]
     name: str
@@ -42,10 +61,21 @@ class Event(Document):
     price_minor: int
     currency: str
     organizer_id: str
+    timezone: str = "UTC"
+    doors_at: datetime | None = None  # None: at ``starts_at``
+    tiers: list[Tier] = Field(default_factory=list)
     created_at: datetime = Field(default_factory=utcnow)
 
     class Settings:
         name = "events"
+        query_indexes: ClassVar[list[pymongo.IndexModel]] = [pymongo.IndexModel([("organizer_id", 1), ("_id", 1)])]
+
+    def tier_list(self) -> list[Tier]:
+        """The event's tiers; the one standard tier at its price for an event without."""
+        return self.tiers or [Tier(id="standard", name="Standard", price_minor=self.price_minor)]
+
+    def tier(self, tier_id: str) -> Tier | None:
+        return next((t for t in self.tier_list() if t.id == tier_id), None)
 
 
 class Order(Document):
@@ -61,8 +91,13 @@ class Order(Document):
     owner_id: str
     event_id: str
     quantity: int
-    tier: Literal["standard", "vip"]
+    tier: str  # the event's tier id
     holder_name: str
+    # One name per ticket when the buyer gave them (else every ticket prints ``holder_name``).
+    holders: list[str] | None = None
+    # The tier's price when sold (minor units) and currency; None: an order from
+    # before tiers, sold at its event's price.
+    unit_price_minor: int | None = None
     # ``processing`` from creation; the API sets ``cancelled`` (and the sweep
     # writes ``abandoned`` tombstones). Render outcomes: ``OrderState``.
     status: OrderStatus = "processing"
@@ -80,6 +115,21 @@ class Order(Document):
         indexes: ClassVar[list[pymongo.IndexModel]] = [
             pymongo.IndexModel([("idem", 1)], unique=True),
         ]
+        # For the lists (``GET /v1/orders``, an event's orders). Only where the
+        # store uses them: FerretDB v1 pushes down no filter but ``_id``, so
+        # there they would only slow every order's insert.
+        query_indexes: ClassVar[list[pymongo.IndexModel]] = [
+            pymongo.IndexModel([("owner_id", 1), ("_id", 1)]),
+            pymongo.IndexModel([("event_id", 1), ("_id", 1)]),
+        ]
+
+    def holder_of(self, n: int) -> str:
+        """The name printed on the ``n``-th ticket."""
+        return self.holders[n] if self.holders else self.holder_name
+
+
+# Projection that leaves out an order's per-ticket lists (10,000 entries in a big order).
+ORDER_SUMMARY: dict[str, Any] = {"ticket_ids": 0, "holders": 0}
 
 
 class TicketState(Document):
@@ -158,13 +208,76 @@ class Reservation(Document):
         ]
 
 
+class OrderFate(Document):
+    """What happened first to an order: ``cancelled``, or ``used`` (a ticket of
+    it was admitted). ``_id`` is the order id, so exactly one of a cancel and a
+    first scan wins, on any MongoDB-wire store (FerretDB v1 applies no
+    conditional update atomically; a unique insert is atomic everywhere). It
+    never changes once written: a used order cannot be cancelled, a cancelled
+    one never admits."""
+
+    id: str  # type: ignore[assignment]  # order id
+    fate: Literal["cancelled", "used"]
+    by: str
+    at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "order_fates"
+
+
+class CheckinList(Document):
+    """A door's list (pretix, Tito): admits tickets of its event, of its
+    ``tiers`` only when given, each ticket once."""
+
+    id: str  # type: ignore[assignment]  # cl_…
+    event_id: str
+    name: str
+    tiers: list[str] = Field(default_factory=list)  # empty: every tier
+    created_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "checkin_lists"
+        indexes: ClassVar[list[pymongo.IndexModel]] = [pymongo.IndexModel([("event_id", 1)])]
+
+    def admits(self, tier: str) -> bool:
+        return not self.tiers or tier in self.tiers
+
+
+class Admission(Document):
+    """A ticket admitted on one list; ``_id`` is ``<list id>/<ticket id>``, so
+    a ticket admits once per list, whatever the number of concurrent scans."""
+
+    id: str  # type: ignore[assignment]
+    list_id: str
+    ticket_id: str
+    staff_id: str
+    at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "admissions"
+
+
+class ScanAnswer(Document):
+    """The answer a scanner's ``nonce`` got (``_id``: ``<staff>/<nonce>``): an
+    offline scanner that uploads the same scan again gets it again."""
+
+    id: str  # type: ignore[assignment]
+    status: int
+    body: dict[str, Any]
+    at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "scan_answers"
+
+
 class Checkin(Document):
-    """The one successful check-in of a ticket; ``_id`` is the ticket id, so a
-    second one cannot be inserted (atomic on any MongoDB-wire store)."""
+    """A ticket's first admission (on any list); ``_id`` is the ticket id. What
+    makes the ticket ``checked_in``; per-list admissions are :class:`Admission`."""
 
     id: str  # type: ignore[assignment]
     order_id: str  # a big order's check-ins are found by it (an ``$in`` of its ids is slower)
     staff_id: str
+    list_id: str | None = None
     at: datetime = Field(default_factory=utcnow)
 
     class Settings:
@@ -177,7 +290,8 @@ class CheckinAttempt(Document):
 
     ticket_id: str | None
     staff_id: str
-    result: Literal["accepted", "already_checked_in", "refused"]
+    result: Literal["accepted", "already_checked_in", "refused", "wrong_list"]
+    list_id: str | None = None
     at: datetime = Field(default_factory=utcnow)
 
     class Settings:
@@ -186,4 +300,5 @@ class CheckinAttempt(Document):
 
 ALL_DOCUMENTS: list[type[Document]] = [
     Event, Order, OrderState, TicketState, Reservation, Checkin, CheckinAttempt,
+    OrderFate, CheckinList, Admission, ScanAnswer,
 ]  # fmt: skip

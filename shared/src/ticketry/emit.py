@@ -5,12 +5,18 @@ counters, the ``order.completed`` event and the XACK of the request that caused
 them are applied by one Lua script, so Redis sees all of it or none of it. The
 per-order ``done`` set makes a redelivered or re-driven request a no-op apart
 from the ack: a second event that counts twice cannot exist.
+
+A cancelled order (its progress hash has ``cancelled``) gets no further ticket
+event: a render that was under way when the order was cancelled is acked and
+not announced, so ``order.cancelled`` is the order's last event.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Literal
 
+from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from ticketry import streams
@@ -19,6 +25,10 @@ from ticketry import streams
 # ARGV: 1 group, 2 entry id to ack ('' = none), 3 ticket id, 4 counter field
 #       ('rendered' | 'failed'), 5 ttl seconds, 6.. event field/value pairs
 _EMIT_LUA = """
+if redis.call('HEXISTS', KEYS[3], 'cancelled') == 1 then
+  if ARGV[2] ~= '' then redis.call('XACK', KEYS[4], ARGV[1], ARGV[2]) end
+  return false
+end
 local fresh = redis.call('SADD', KEYS[2], ARGV[3])
 local ev = false
 if fresh == 1 then
@@ -88,3 +98,39 @@ def queue_final(
     # round trip per batch. Redis caches the compiled body by its digest, and
     # an EVAL cannot meet NOSCRIPT after a Redis restart.
     pipe.eval(_EMIT_LUA, len(keys), *keys, *args)
+
+
+# KEYS: 1 ticket-events stream, 2 order progress hash
+# ARGV: 1 order id, 2 occurred_at, 3 ttl seconds, 4 the order's ticket count
+_CANCEL_LUA = """
+local p = redis.call('HMGET', KEYS[2], 'cancelled', 'rendered', 'failed')
+if p[1] then return p[1] end
+local ev = redis.call('XADD', KEYS[1], '*',
+  'type', 'order.cancelled', 'v', '1', 'event_uuid', 'cancelled:' .. ARGV[1],
+  'order_id', ARGV[1], 'ticket_id', '', 'occurred_at', ARGV[2],
+  'total', ARGV[4], 'rendered', tonumber(p[2]) or 0, 'failed', tonumber(p[3]) or 0)
+redis.call('HSET', KEYS[2], 'cancelled', ev, 'total', ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return ev
+"""
+
+
+async def announce_cancelled(redis: Redis, order_id: str, total: int) -> str:
+    """Mark an order cancelled for the renderers (its pending requests are
+    skipped, its running renders no longer announced) and append its
+    ``order.cancelled`` event, once; returns that event's stream id."""
+    keys = [streams.TICKET_EVENTS, streams.order_progress(order_id)]
+    args = [order_id, datetime.now(UTC).isoformat(), str(streams.PROGRESS_TTL_S), str(total)]
+    got = await redis.eval(_CANCEL_LUA, len(keys), *keys, *args)
+    return got.decode() if isinstance(got, bytes) else str(got)
+
+
+async def cancelled_orders(redis: Redis, order_ids: list[str]) -> set[str]:
+    """Which of these orders are cancelled (one round trip)."""
+    if not order_ids:
+        return set()
+    async with redis.pipeline(transaction=False) as pipe:
+        for order_id in order_ids:
+            pipe.hexists(streams.order_progress(order_id), "cancelled")
+        flags = await pipe.execute()
+    return {o for o, f in zip(order_ids, flags, strict=True) if f}

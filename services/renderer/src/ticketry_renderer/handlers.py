@@ -36,7 +36,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
 from ticketry.db import Entry, as_text, entries_of
-from ticketry.emit import queue_final
+from ticketry.emit import cancelled_orders, queue_final
 from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
 from ticketry.storage import pdf_path, sync_storage, write_atomic
 from ticketry.tasks import pause
@@ -142,9 +142,17 @@ class Worker:
                     metrics.DEAD_LETTERS.inc()
                     await self._dead_letter(pipe, lane, entry_id, fields, str(exc), [str(exc)], ack=True)
             done = await self._already_done(decoded)
+            # A cancelled order's tickets are never rendered: acked, counted, no PDF.
+            cancelled = await cancelled_orders(self.redis, list({req.order_id for _, req in decoded}))
             touched = time.monotonic()
             wrote = False
             for i, (entry_id, req) in enumerate(decoded):
+                if req.order_id in cancelled:
+                    pipe.xack(lane, streams.RENDERERS_GROUP, entry_id)
+                    self.retry_due.pop((lane, entry_id), None)
+                    self.errors.pop(entry_id, None)
+                    metrics.SKIPPED.inc()
+                    continue
                 try:
                     path = pdf_path(storage, req.order_id, req.ticket_id)
                 except ValueError as exc:  # ids we never issue: permanent, no ticket to fail

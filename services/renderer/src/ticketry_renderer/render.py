@@ -24,6 +24,7 @@ import segno
 from jinja2 import StrictUndefined, select_autoescape
 from jinja2.sandbox import SandboxedEnvironment
 from markupsafe import Markup
+from ticketry.codes import key_id_of
 from ticketry.events import RenderRequest
 from weasyprint import HTML
 from weasyprint.urls import URLFetcher, URLFetcherResponse
@@ -119,7 +120,7 @@ def event_context(t: RenderRequest) -> dict[str, Any]:
         "time": t.starts_at.strftime("%H:%M"),
         "price": f"{t.price:.2f} {t.currency}",
         "tier_label": "VIP" if t.tier == "vip" else "Standard",
-        "kid": t.code.split(".")[1] if t.code.count(".") == 3 else "",
+        "kid": key_id_of(t.code),
     }
 
 
