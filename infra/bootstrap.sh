@@ -11,6 +11,9 @@ APT_PACKAGES=(
   libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz0b
   libharfbuzz-subset0     # without it WeasyPrint falls back to fontTools, ~3.4x slower
   fonts-liberation2 fonts-dejavu-core
+  fontconfig              # fc-match: ticketry.fonts finds the fallback chain's files
+  fonts-noto-core         # Arabic, Hebrew, Thai, Devanagari, Vietnamese… (~42 MB)
+  fonts-noto-cjk          # Chinese, Japanese, Korean (~91 MB); -extra (334 MB) is not needed
   poppler-utils           # pdftoppm, for looking at tickets
   iproute2                # ip netns for the multi-host test
 )
