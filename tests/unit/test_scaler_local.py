@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,18 @@ def _marks(out: Path, suffix: str) -> list[str]:
     return sorted(p.name for p in out.glob(f"*.{suffix}"))
 
 
-async def _until(cond: Callable[[], bool], timeout: float = 30.0) -> None:
+def _start_times(out: Path) -> list[float]:
+    """When each child started (its start mark's content), oldest first."""
+    return sorted(float(p.read_text()) for p in out.glob("*.start"))
+
+
+def _pid_of(out: Path, consumer: str) -> int:
+    (mark,) = (m for m in _marks(out, "start") if m.split(".")[0] == consumer)
+    return int(mark.split(".")[1])
+
+
+async def _until(cond: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Wait for ``cond``; the deadline is far above need, only a bound on a hang."""
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, "condition not met in time"
@@ -116,16 +128,23 @@ async def test_crashed_child_is_restarted_under_its_name(fake: Fake) -> None:
 
 
 async def test_crash_loop_backs_off(fake: Fake) -> None:
-    out = fake.out
-    backend = fake.backend("crash", minimum=1, backoff_s=0.2, backoff_max_s=10.0)
+    # Given a renderer that exits as soon as it starts, restarted after 0.2 s, doubling
+    out, backoff_s = fake.out, 0.2
+    backend = fake.backend("crash", minimum=1, backoff_s=backoff_s, backoff_max_s=10.0)
     await backend.start()
     try:
-        await asyncio.sleep(2.0)
+        # When it has started five times (however long its starts take here)
+        await _until(lambda: len(_marks(out, "start")) >= 5)
     finally:
         await backend.aclose()
-    # Backoff 0.2, 0.4, 0.8 (sum 1.4 s) → about 4 starts in 2 s; no backoff would be ~40.
-    starts = len(_marks(out, "start"))
-    assert 2 <= starts <= 5, starts
+    # Then each restart waited at least its backoff, 0.2, 0.4, 0.8 then 1.6 s, so
+    # the gaps grow (a restart without backoff comes a poll, ~0.05 s, after the
+    # exit: ~40 starts in the 3 s these five took at least)
+    starts = _start_times(out)
+    gaps = [later - earlier for earlier, later in pairwise(starts)][:4]
+    assert all(gap >= backoff_s * 2**i for i, gap in enumerate(gaps)), gaps
+    assert gaps[-1] > gaps[0], gaps
+    assert len(starts) <= 6, starts  # the next is 3.2 s after the fifth
 
 
 async def test_scale_down_drains_highest_slots_and_never_below_min(
@@ -143,24 +162,32 @@ async def test_scale_down_drains_highest_slots_and_never_below_min(
         assert {m.split(".")[0] for m in _marks(out, "term")} == {"test-host-r1", "test-host-r2"}
         status = await backend.status()
         assert (status.target, status.running) == (1, 1)
-        await _until(lambda: not backend._draining)  # drained children are not restarted
-        await asyncio.sleep(0.3)
-        assert len(_marks(out, "start")) == 3
+        await _until(lambda: not backend._draining)
+        # Then the drained children are not restarted: when the one left is SIGKILLed,
+        # its restart (seen) is the only one; a restart of a drained child, gone
+        # before it, would have come no later
+        os.kill(_pid_of(out, "test-host-r0"), signal.SIGKILL)
+        await _until(lambda: backend.restarts >= 1 and len(_marks(out, "start")) >= 4)
+        assert backend.restarts == 1
+        names = sorted(m.split(".")[0] for m in _marks(out, "start"))
+        assert names == ["test-host-r0", "test-host-r0", "test-host-r1", "test-host-r2"]
     finally:
         await backend.aclose()
 
 
 async def test_straggler_is_killed_after_the_drain_bound(fake: Fake) -> None:
-    out = fake.out
-    backend = fake.backend("ignore-term", minimum=1, drain_timeout_s=0.5)
+    out, drain_timeout_s = fake.out, 1.0
+    backend = fake.backend("ignore-term", minimum=1, drain_timeout_s=drain_timeout_s)
     await backend.start()
     await _until(lambda: len(_marks(out, "start")) == 1)
     pid = int(_marks(out, "start")[0].split(".")[1])
+    # When it is drained, it gets SIGTERM, ignores it (writes its mark), and is
+    # SIGKILLed at the bound: not before, and the close does not hang (a wait
+    # far above the bound: a child never killed would keep it forever)
     started = time.monotonic()
-    await backend.aclose()
-    # It got SIGTERM (wrote its mark), ignored it, and was SIGKILLed at the bound.
+    await asyncio.wait_for(backend.aclose(), drain_timeout_s + 30)
+    assert time.monotonic() - started >= drain_timeout_s
     assert _marks(out, "term") and not _alive(pid)
-    assert 0.4 <= time.monotonic() - started < 5.0
 
 
 async def test_slot_name_not_reused_while_draining(fake: Fake) -> None:
