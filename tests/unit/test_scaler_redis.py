@@ -62,7 +62,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stdout=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -86,11 +86,25 @@ async def redis(redis_server: str) -> AsyncIterator[Redis]:
         await client.aclose()
 
 
-async def _until(cond: Callable[[], Awaitable[bool]], timeout: float = 15.0) -> None:
+async def _until(cond: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
+    """Wait for ``cond``; the deadline is far above need, only a bound on a hang."""
     deadline = time.monotonic() + timeout
     while not await cond():
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.1)
+
+
+async def _refreshed(redis: Redis, key: str, times: int, timeout: float = 60.0) -> None:
+    """Wait until ``key``'s TTL has gone back up ``times`` times: each is one
+    refresh by its owner (a heartbeat, a scaler tick renewing its lock). A TTL
+    only ever falls otherwise, so this never counts more than happened."""
+    deadline = time.monotonic() + timeout
+    seen, last = 0, await redis.pttl(key)
+    while seen < times:
+        assert time.monotonic() < deadline, f"{key} refreshed {seen} times, not {times}"
+        await asyncio.sleep(0.02)
+        now = await redis.pttl(key)
+        seen, last = seen + (now > last), now
 
 
 # -- observe -------------------------------------------------------------------------
@@ -136,20 +150,25 @@ async def test_null_lag_is_counted_past_the_group_position(redis: Redis) -> None
 
 
 async def test_heartbeats_are_read_and_expire(redis: Redis) -> None:
-    for name, rate, ttl in (("h-r0", "4.5", 5), ("h-r1", "0", 1)):
+    for name, rate in (("h-r0", "4.5"), ("h-r1", "0")):
         key = streams.renderer_heartbeat(name)
         fields = {"pid": 10, "host": "h", "consumer": name, "rate": rate, "rendered": 7}
         await redis.hset(key, mapping={**fields, "started": 1.5})  # type: ignore[dict-item]
-        await redis.expire(key, ttl)
+        await redis.expire(key, 60)  # a live one: refreshed long before this
     await redis.set("ticketry:renderers-not-a-heartbeat", 1)
     beats = await observe.heartbeats(redis)
     assert [(b.consumer, b.rate, b.rendered, b.pid) for b in beats] == [
         ("h-r0", 4.5, 7, 10),
         ("h-r1", 0.0, 7, 10),
     ]
-    # A dead renderer stops refreshing: gone from the count within its TTL.
-    await asyncio.sleep(1.2)
-    assert [b.consumer for b in await observe.heartbeats(redis)] == ["h-r0"]
+    # When one stops refreshing (dead), its key runs out: then it is gone from the
+    # count, and the other is still read
+    await redis.pexpire(streams.renderer_heartbeat("h-r1"), 200)
+    await _until(lambda: _consumers_are(redis, ["h-r0"]), timeout=30)
+
+
+async def _consumers_are(redis: Redis, names: list[str]) -> bool:
+    return [b.consumer for b in await observe.heartbeats(redis)] == names
 
 
 # -- a real renderer's heartbeat rate ---------------------------------------------------
@@ -194,8 +213,8 @@ async def test_renderer_heartbeat_rate_is_capacity_not_wall_clock(
         t0 = time.monotonic()
         await _until(lambda: _backlog_is_empty(redis), timeout=120)
         burst_s = time.monotonic() - t0
-        # … when it has then been idle for several heartbeats,
-        await asyncio.sleep(5)
+        # … when it has then been idle for five heartbeats,
+        await _refreshed(redis, streams.renderer_heartbeat("rate-r0"), times=5)
         beat = await _beat(redis, "rate-r0")
         assert beat is not None and beat.rendered == n
         # then it still reports its capacity: at least the burst's own rate (busy
@@ -221,14 +240,16 @@ async def _backlog_is_empty(redis: Redis) -> bool:
 
 
 async def test_one_leader_fencing_token_grows_on_takeover(redis: Redis) -> None:
-    a = Leader(redis, "a", ttl_s=0.5)
-    b = Leader(redis, "b", ttl_s=0.5)
+    # (a TTL far above two ticks back to back: the renewal keeps it)
+    a = Leader(redis, "a", ttl_s=2.0)
+    b = Leader(redis, "b", ttl_s=2.0)
     assert await a.tick() and not await b.tick()
     token_a = a.token
     assert await a.tick() and a.token == token_a, "renewal keeps the token"
-    # When a stops renewing (paused or dead), b takes over with a larger token.
-    await asyncio.sleep(0.7)
-    assert await b.tick()
+    # When a stops renewing (paused or dead), its lock runs out, and b takes over
+    # with a larger token (b ticking meanwhile changes nothing)
+    assert 0 < await redis.pttl(streams.SCALER_LEADER) <= 2000
+    await _until(b.tick, timeout=30)
     assert b.token is not None and token_a is not None and b.token > token_a
     # The paused ex-leader finds out on its next tick and cannot record meanwhile.
     assert await a.record(streams.SCALER_DECISIONS, {"reason": "stale"}, maxlen=10) is None
@@ -392,10 +413,14 @@ async def test_scaler_process_keeps_min_and_drains_on_sigterm(
         *_scaler_cmd(), env={**env, "TICKETRY_RENDERERS_MIN": "2", "TICKETRY_RENDERERS_MAX": "4"}
     )
     try:
-        # With min=2 and no backlog: exactly two renderers, and it stays that way.
+        # With min=2 and no backlog: exactly two renderers …
         await _until(lambda: _count_is(redis, 2))
-        await asyncio.sleep(1.5)
-        assert len(await _live(redis)) == 2
+        first = {b.consumer: b.pid for b in await observe.heartbeats(redis)}
+        # … and when the scaler has ticked five more times (each renews its lock),
+        # the same two: none added, none restarted, no decision taken
+        await _refreshed(redis, streams.SCALER_LEADER, times=5)
+        assert {b.consumer: b.pid for b in await observe.heartbeats(redis)} == first
+        assert await redis.xlen(streams.SCALER_DECISIONS) == 0
         # It created the consumer groups at startup.
         for lane in streams.RENDER_LANES:
             groups = await redis.xinfo_groups(lane)
@@ -428,15 +453,16 @@ async def test_scaler_process_follows_the_backlog(redis: Redis, scaler_env: tupl
     )
     try:
         await _until(lambda: _count_is(redis, 1))
-        # Given a backlog that needs more than max at the measured rate, it goes to max.
-        async with redis.pipeline(transaction=False) as pipe:
+        # Given a backlog that needs more than max at the measured rate, it goes to max
+        # (added in one MULTI: a tick never sees part of it)
+        async with redis.pipeline(transaction=True) as pipe:
             for i in range(1000):
                 pipe.xadd(streams.RENDER_STD, {"n": i})
             await pipe.execute()
         await _until(lambda: _count_is(redis, 3))
         # When the renderers have drained it, it returns to min after the window and cooldown.
-        await _until(lambda: _backlog_is_empty(redis), timeout=30)
-        await _until(lambda: _count_is(redis, 1), timeout=20)
+        await _until(lambda: _backlog_is_empty(redis), timeout=120)
+        await _until(lambda: _count_is(redis, 1))
         (std,) = await observe.backlogs(redis, [streams.RENDER_STD])
         assert std.length == 1000, "drained by the renderers (read and acked), not deleted"
         decisions: Any = await redis.xrange(streams.SCALER_DECISIONS)
@@ -466,5 +492,5 @@ async def test_renderers_do_not_outlive_a_killed_scaler(redis: Redis, scaler_env
         # When the scaler dies without draining (SIGKILL), its renderers get SIGTERM.
         proc.kill()
         await proc.wait()
-    await _until(lambda: _count_is(redis, 0), timeout=10)
+    await _until(lambda: _count_is(redis, 0))
     assert len(list(out.glob("*.term"))) == 2
