@@ -19,9 +19,10 @@ from ticketry_devstack.procs import ferretdb_proc, free_port, wait_port
 
 
 async def ws_outcome(url: str) -> tuple[str, int | None]:
-    """The progress WebSocket's first message type, or ``("closed", code)``."""
+    """The progress WebSocket's first message type, or ``("closed", code)``
+    (the timeout is only a bound on a hang: either comes at once)."""
     try:
-        async with asyncio.timeout(15), websockets.connect(url) as ws:
+        async with asyncio.timeout(60), websockets.connect(url) as ws:
             msg = orjson.loads(await ws.recv())
             return str(msg["type"]), None
     except websockets.ConnectionClosed as exc:
@@ -89,8 +90,23 @@ def ferretdb_client(data_dir: Path) -> Iterator[MongoClient[dict[str, Any]]]:
     port = free_port()
     proc = ferretdb_proc(data_dir, port).start()
     try:
-        wait_port(port, proc=proc.popen)
+        wait_port(port, 60, proc=proc.popen)
         with MongoClient(f"mongodb://127.0.0.1:{port}/") as client:
             yield client
     finally:
         proc.stop()
+
+
+async def checkin_list(
+    api: httpx.AsyncClient, organizer: str, event_id: str, tiers: list[str] | None = None, name: str = "Main door"
+) -> str:
+    """A new check-in list of the event; its id."""
+    body: dict[str, Any] = {"name": name, **({"tiers": tiers} if tiers is not None else {})}
+    r = await api.post(f"/v1/events/{event_id}/checkin-lists", json=body, headers=bearer(organizer))
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def scan(api: httpx.AsyncClient, staff: str, code: str, list_id: str, **over: Any) -> httpx.Response:
+    """``POST /v1/checkins`` of one code on one list."""
+    return await api.post("/v1/checkins", json={"code": code, "list_id": list_id, **over}, headers=bearer(staff))
