@@ -1,65 +1,105 @@
 """One XREAD loop per notifier process, fanned out to the sockets of each order.
 
 The hub reads ``ticketry:ticket-events`` without a consumer group, so every
-notifier instance sees every event. Subscribers register *before* they read
-their snapshot; anything the hub delivers that the snapshot already covers is
-dropped by stream id, so there is neither a gap nor a duplicate.
+notifier instance sees every event. Each event of an order somebody watches is
+decoded and serialised once (:class:`~ticketry_notifier.session.Outgoing`) and
+offered to that order's sessions. Sessions register *before* their snapshot is
+read; what the snapshot already covers is skipped by stream id.
+
+The hub also keeps the socket bounds: per process and per buyer (``sub``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
+from collections import Counter
 from typing import Any
 
+import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, TimeoutError
 from ticketry import streams
 from ticketry.db import as_text
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
+from ticketry_notifier import handshake
+from ticketry_notifier.handshake import Close, StreamKey
+from ticketry_notifier.session import Outgoing, Session
+
 log = logging.getLogger(__name__)
 
+# Entries per XREAD. A session's queue must hold one read's worth of its order's
+# events (they are queued before its sender runs), so keep it below the queue bound.
+READ_COUNT = 500
 
-def stream_id_key(entry_id: str) -> tuple[int, int]:
+
+def stream_id_key(entry_id: str) -> StreamKey:
+    """``(ms, seq)`` of a stream id Redis gave us (validated ids: handshake.parse_stream_id)."""
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
 
 
-class Subscription:
-    def __init__(self, order_id: str, maxsize: int) -> None:
-        self.order_id = order_id
-        self.queue: asyncio.Queue[TicketEvent | None] = asyncio.Queue(maxsize)
-        self.overflowed = False
-
-    def offer(self, ev: TicketEvent) -> None:
-        try:
-            self.queue.put_nowait(ev)
-        except asyncio.QueueFull:
-            self.overflowed = True
-            self.queue.get_nowait()
-            self.queue.put_nowait(None)  # tell the socket to close; client resumes
+def outgoing(ev: TicketEvent) -> Outgoing:
+    return Outgoing(
+        key=stream_id_key(ev.id), id=ev.id, type=ev.type, text=orjson.dumps(ev.to_ws()).decode(),
+        order_id=ev.order_id, ticket_id=ev.ticket_id, traceparent=ev.traceparent,
+    )  # fmt: skip
 
 
 class Hub:
-    def __init__(self, redis: Redis, queue_size: int) -> None:
+    def __init__(self, redis: Redis, *, max_sockets: int = 0, max_per_user: int = 0) -> None:
         self.redis = redis
-        self.queue_size = queue_size
-        self.subs: dict[str, set[Subscription]] = defaultdict(set)
+        self.max_sockets = max_sockets
+        self.max_per_user = max_per_user
+        self.subs: dict[str, set[Session]] = {}
+        self.sockets = 0
+        self.per_user: Counter[str] = Counter()
         self.last_id = "$"
 
-    def subscribe(self, order_id: str) -> Subscription:
-        sub = Subscription(order_id, self.queue_size)
-        self.subs[order_id].add(sub)
-        return sub
+    # ------------------------------------------------------------ admission
 
-    def unsubscribe(self, sub: Subscription) -> None:
-        group = self.subs.get(sub.order_id)
+    def admit(self, user: str) -> Close | None:
+        """Count one more socket of ``user``, or the close that refuses it (0 = no bound)."""
+        if self.max_sockets and self.sockets >= self.max_sockets:
+            return handshake.NOTIFIER_FULL
+        if self.max_per_user and self.per_user[user] >= self.max_per_user:
+            return handshake.TOO_MANY_FOR_USER
+        self.sockets += 1
+        self.per_user[user] += 1
+        return None
+
+    def release(self, user: str) -> None:
+        self.sockets -= 1
+        self.per_user[user] -= 1
+        if self.per_user[user] <= 0:
+            del self.per_user[user]
+
+    # ------------------------------------------------------------ fan-out
+
+    def subscribe(self, session: Session) -> None:
+        self.subs.setdefault(session.order_id, set()).add(session)
+
+    def unsubscribe(self, session: Session) -> None:
+        group = self.subs.get(session.order_id)
         if group is not None:
-            group.discard(sub)
+            group.discard(session)
             if not group:
-                del self.subs[sub.order_id]
+                del self.subs[session.order_id]
+
+    def dispatch(self, entries: list[tuple[Any, dict[bytes, bytes]]]) -> None:
+        """Offer each entry of a watched order to its sessions (synchronously)."""
+        for raw_id, fields in entries:
+            order = fields.get(b"order_id", b"").decode(errors="replace")
+            sessions = self.subs.get(order)
+            if not sessions:
+                continue
+            try:
+                out = outgoing(decode_ticket_event(as_text(raw_id), fields))
+            except DecodeError:
+                continue
+            for session in list(sessions):
+                session.offer(out)
 
     async def run(self, stop: asyncio.Event) -> None:
         # Start at the stream's current end; sockets get history from their snapshot/resume.
@@ -69,7 +109,7 @@ class Hub:
                     info = await self.redis.xinfo_stream(streams.TICKET_EVENTS)
                     last = info.get("last-generated-id", b"0-0")
                     self.last_id = as_text(last)
-                resp: Any = await self.redis.xread({streams.TICKET_EVENTS: self.last_id}, count=1000, block=1000)
+                resp: Any = await self.redis.xread({streams.TICKET_EVENTS: self.last_id}, count=READ_COUNT, block=1000)
             except (ConnectionError, TimeoutError) as exc:
                 log.warning("hub: redis unavailable", extra={"error": str(exc)})
                 await asyncio.sleep(0.5)
@@ -82,15 +122,6 @@ class Hub:
                 await asyncio.sleep(0.5)
                 continue
             for _, entries in resp or []:
-                for raw_id, fields in entries:
-                    eid = as_text(raw_id)
-                    self.last_id = eid
-                    order = fields.get(b"order_id", b"").decode()
-                    if order not in self.subs:
-                        continue
-                    try:
-                        ev = decode_ticket_event(eid, fields)
-                    except DecodeError:
-                        continue
-                    for sub in list(self.subs.get(order, ())):
-                        sub.offer(ev)
+                if entries:
+                    self.last_id = as_text(entries[-1][0])
+                    self.dispatch(entries)

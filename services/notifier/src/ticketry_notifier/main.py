@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import resource
 from collections.abc import AsyncIterator
 
 import uvicorn
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
-from ticketry.db import connect_mongo, connect_redis
+from ticketry.auth import TokenVerifier
+from ticketry.db import connect_mongo
 from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
@@ -17,6 +23,26 @@ from ticketry.tracing import setup_tracing
 from ticketry_notifier import routes
 from ticketry_notifier.config import NotifierSettings
 from ticketry_notifier.hub import Hub
+from ticketry_notifier.lookups import ProgressReads
+
+
+def connect_redis(settings: NotifierSettings) -> Redis:
+    """Like ``ticketry.db.connect_redis`` (reconnects by itself), but on a pool
+    that makes a caller wait for a free connection, up to
+    ``notifier_redis_wait_s``, instead of failing at once: a crowd of handshakes
+    queues for the pool rather than being dropped (redis-py's default pool
+    raises ``MaxConnectionsError`` at its 100th connection)."""
+    pool = BlockingConnectionPool.from_url(
+        settings.redis_url,
+        max_connections=settings.notifier_redis_pool,
+        timeout=settings.notifier_redis_wait_s,
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
+        retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
+        health_check_interval=15,
+        socket_timeout=30.0,
+        socket_connect_timeout=5.0,
+    )
+    return Redis.from_pool(pool)
 
 
 def create_app(settings: NotifierSettings | None = None) -> Starlette:
@@ -24,10 +50,13 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        redis = connect_redis(settings.redis_url, timeout_s=30)
+        # Built here, so a bad key setting fails the start, not the first socket.
+        verifier = TokenVerifier.from_env(fallback_secret=settings.jwt_key)
+        redis = connect_redis(settings)
         mongo = await connect_mongo(settings.mongo_url, pool_size=settings.mongo_pool)
-        hub = Hub(redis, settings.socket_queue)
-        app.state.settings, app.state.hub = settings, hub
+        hub = Hub(redis, max_sockets=settings.notifier_max_sockets, max_per_user=settings.notifier_max_sockets_per_user)
+        reads = ProgressReads(redis, settings.notifier_handshake_batch)
+        app.state.notifier = routes.Notifier(settings, hub, reads, verifier)
         stop = asyncio.Event()
         task = asyncio.create_task(hub.run(stop))
         freeze_startup_heap()
@@ -36,6 +65,7 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
         finally:
             stop.set()
             await asyncio.gather(task, return_exceptions=True)
+            await reads.close()
             await redis.aclose()
             await mongo.close()
 
@@ -50,10 +80,22 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
     )
 
 
+def raise_open_files_limit() -> int:
+    """Lift the soft limit on open files to the hard one: each socket is a file,
+    and a soft limit of 1,024 would cap the process far below its bound."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            return hard
+    return soft
+
+
 def run() -> None:
     settings = NotifierSettings()
     setup_logging("notifier", settings.log_level)
     setup_tracing("notifier", settings.trace_file)
+    raise_open_files_limit()
     uvicorn.run(
         create_app(settings),
         host=settings.notifier_host,
@@ -61,6 +103,12 @@ def run() -> None:
         loop="uvloop",
         log_config=None,
         access_log=False,
-        ws_max_size=64 * 1024,
+        # The sans-I/O protocol keeps no task per connection (the legacy one keeps
+        # several); no per-message deflate: a zlib context pair per socket costs
+        # ~40 KB to save a few bytes of ~150-byte JSON messages.
+        ws="websockets-sansio",
+        ws_per_message_deflate=False,
+        ws_max_size=4096,  # clients send nothing we read
+        backlog=settings.notifier_backlog,
         timeout_graceful_shutdown=5,
     )

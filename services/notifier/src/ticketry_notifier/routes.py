@@ -1,172 +1,205 @@
-"""``/v1/orders/{id}/progress`` (WebSocket), health and metrics."""
+"""``/v1/orders/{id}/progress`` (WebSocket), health and metrics.
+
+The handshake (see ``handshake`` for the close codes): accept (answering the
+``ticketry`` subprotocol when the token came that way), verify the token, parse
+``after``, admit (process and buyer bounds), subscribe, read the snapshot in a
+coalesced round trip (``lookups``), check the owner, send the snapshot and the
+``after=`` replay, then deliver live until the client goes, the token expires,
+the order is cancelled or the socket falls too far behind. Every failure closes
+with a code and a reason; none escapes as an exception.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
+from typing import Any
 
-import orjson
-from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
+from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 from ticketry import streams
 from ticketry.auth import AuthError, TokenVerifier
 from ticketry.db import as_text, entries_of
 from ticketry.documents import Order, OrderState, is_placed
-from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
+from ticketry.events import DecodeError, decode_ticket_event
 from ticketry.ids import is_valid_id
-from ticketry.tracing import context_from, tracer
 
+from ticketry_notifier import handshake
 from ticketry_notifier.config import NotifierSettings
-from ticketry_notifier.hub import Hub, stream_id_key
+from ticketry_notifier.handshake import Close, StreamKey
+from ticketry_notifier.hub import Hub, outgoing, stream_id_key
+from ticketry_notifier.lookups import ProgressReads, Unavailable
+from ticketry_notifier.session import SEND_ERRORS, Session
 
 log = logging.getLogger(__name__)
-_TRACER = tracer(__name__)
 
-CONNECTIONS = Gauge("ticketry_notifier_connections", "Open progress WebSockets")
+CONNECTIONS = Gauge("ticketry_websocket_connections", "Open progress WebSockets (admitted, per process)")
+CLOSES = Counter("ticketry_websocket_closes_total", "Progress WebSockets closed by the notifier", ["reason"])
 
-# Close codes: 4401 unauthenticated, 4404 no such order (or not yours).
+REPLAY_CHUNK = 2000
+
+
+class Notifier:
+    """What the progress endpoint needs, built by the lifespan."""
+
+    def __init__(self, settings: NotifierSettings, hub: Hub, reads: ProgressReads, verifier: TokenVerifier) -> None:
+        self.settings = settings
+        self.hub = hub
+        self.reads = reads
+        self.verifier = verifier
 
 
 async def progress(ws: WebSocket) -> None:
-    settings: NotifierSettings = ws.app.state.settings
-    hub: Hub = ws.app.state.hub
-    order_id = ws.path_params["order_id"]
-    token = ws.query_params.get("token", "")
-    after = ws.query_params.get("after")
-    await ws.accept()
     try:
-        who = _verifier(ws, settings).verify(token)
-    except AuthError:
-        await ws.close(4401, "unauthorized")
-        return
-    owner = await _owner(hub, order_id)
-    if owner is None or not who.owns(owner):
-        await ws.close(4404, "order not found")
-        return
-    if after is not None:
-        try:
-            stream_id_key(after)
-        except ValueError:
-            await ws.close(4400, "invalid after")
-            return
+        await _progress(ws, ws.app.state.notifier)
+    except SEND_ERRORS:
+        pass  # the client went
+    except Exception:
+        log.exception("progress socket failed", extra={"order_id": ws.path_params.get("order_id")})
+        await _refuse(ws, handshake.INTERNAL)
 
-    sub = hub.subscribe(order_id)
-    CONNECTIONS.inc()
+
+async def _progress(ws: WebSocket, app: Notifier) -> None:
+    creds = handshake.credentials(ws.scope.get("subprotocols", []), ws.query_params.get("token"))
+    await ws.accept(subprotocol=creds.subprotocol)
     try:
-        # Snapshot and the stream position it corresponds to, read atomically.
-        async with hub.redis.pipeline(transaction=True) as pipe:
-            pipe.hgetall(streams.order_progress(order_id))
-            pipe.xrevrange(streams.TICKET_EVENTS, count=1)
-            progress_hash, last = await pipe.execute()
-        upto = last[0][0].decode() if last else "0-0"
-        p = {k.decode(): v.decode() for k, v in progress_hash.items()}
-        if not p:
-            p = await _snapshot_from_db(order_id)
-        await ws.send_bytes(
-            orjson.dumps(
-                {
-                    "type": "snapshot", "id": upto, "order_id": order_id,
-                    "total": int(p.get("total", 0)), "rendered": int(p.get("rendered", 0)),
-                    "failed": int(p.get("failed", 0)), "completed": bool(p.get("completed")),
-                }
-            )
-        )  # fmt: skip
-        sent_upto = stream_id_key(upto)
-        if after is not None:
-            # Replay what this order missed between ``after`` and the snapshot.
-            start = after
-            while True:
-                chunk = entries_of(await hub.redis.xrange(streams.TICKET_EVENTS, min=f"({start}", max=upto, count=2000))
-                if not chunk:
-                    break
-                for raw_id, fields in chunk:
-                    if fields.get(b"order_id", b"").decode() == order_id:
-                        try:
-                            missed = decode_ticket_event(raw_id, fields)
-                        except DecodeError:
-                            continue
-                        await ws.send_bytes(orjson.dumps(missed.to_ws()))
-                start = chunk[-1][0].decode()
-        # Watch the client side too, so a socket the client closed is released
-        # now, not when its order's next event happens to arrive.
-        closed = asyncio.create_task(_until_closed(ws))
-        try:
-            while True:
-                get = asyncio.ensure_future(sub.queue.get())
-                await asyncio.wait({get, closed}, return_when=asyncio.FIRST_COMPLETED)
-                if closed.done():
-                    get.cancel()
-                    return
-                ev = get.result()
-                if ev is None:
-                    await ws.close(4008, "too slow; resume with ?after=")
-                    return
-                if stream_id_key(ev.id) <= sent_upto:
-                    continue
-                await _push(ws, ev)
-        finally:
-            closed.cancel()
-    except WebSocketDisconnect:
-        pass
+        who = app.verifier.verify(creds.token)
+    except AuthError:
+        await _refuse(ws, handshake.UNAUTHORIZED)
+        return
+    try:
+        after = handshake.parse_after(ws.query_params.get("after"))
+    except handshake.BadStreamId:
+        await _refuse(ws, handshake.BAD_AFTER)
+        return
+    order_id = ws.path_params["order_id"]
+    if not is_valid_id(order_id, "or"):
+        await _refuse(ws, handshake.NOT_FOUND)
+        return
+    refused = app.hub.admit(who.sub)
+    if refused is not None:
+        await _refuse(ws, refused)
+        return
+    CONNECTIONS.inc()
+    session = Session(ws, order_id, who.sub, app.settings.notifier_socket_queue, _count_close)
+    app.hub.subscribe(session)
+    timer: asyncio.TimerHandle | None = None
+    try:
+        close = await _open(app, ws, session, who.owns, after)
+        if close is not None:
+            await _refuse(ws, close)
+            return
+        exp = handshake.expires_at(creds.token)
+        if exp is not None:
+            delay = exp + app.verifier.leeway_s - time.time()
+            timer = asyncio.get_running_loop().call_later(max(delay, 0.0), session.expire)
+        session.start()
+        # Wait for the client to go (or for a close above to go out): clients
+        # send nothing we need.
+        while (await ws.receive())["type"] != "websocket.disconnect":
+            pass
     finally:
-        hub.unsubscribe(sub)
+        if timer is not None:
+            timer.cancel()
+        session.stop()
+        app.hub.unsubscribe(session)
+        app.hub.release(who.sub)
         CONNECTIONS.dec()
 
 
-async def _push(ws: WebSocket, ev: TicketEvent) -> None:
-    """Send one live event; a traced ticket's trace ends here, at the buyer's socket."""
-    if not ev.traceparent:
-        await ws.send_bytes(orjson.dumps(ev.to_ws()))
-        return
-    attributes = {"order.id": ev.order_id, "ticket.id": ev.ticket_id or "", "event.type": ev.type}
-    with _TRACER.start_as_current_span("progress.push", context=context_from(ev.traceparent), attributes=attributes):
-        await ws.send_bytes(orjson.dumps(ev.to_ws()))
+async def _open(
+    app: Notifier, ws: WebSocket, session: Session, owns: Callable[[str], bool], after: StreamKey | None
+) -> Close | None:
+    """Snapshot and replay; the close that ends the socket instead, if any."""
+    order_id = session.order_id
+    try:
+        progress, upto = await app.reads.read(order_id)
+        owner = progress.get("owner")
+        head = None
+        if not owner:
+            head = await _order_head(order_id)
+            owner = None if head is None else str(head["owner_id"])
+        if owner is None or not owns(owner):
+            return handshake.NOT_FOUND
+        if not progress.get("total"):  # the hash expired (or holds only a late field)
+            final = {k: v for k, v in progress.items() if k in ("completed", "cancelled")}
+            progress = {**await _snapshot_from_db(order_id, head), **final}
+        await ws.send_text(handshake.snapshot_text(order_id, upto, progress))
+        upto_key = stream_id_key(upto)
+        session.delivered(upto_key, upto)
+        if after is not None and after < upto_key and await _replay(app, ws, order_id, after, upto):
+            return handshake.CANCELLED
+    except (Unavailable, RedisError) as exc:
+        log.warning("progress socket: redis unavailable", extra={"order_id": order_id, "error": str(exc)[:200]})
+        return handshake.REDIS_UNAVAILABLE
+    if handshake.snapshot_status(progress) == "cancelled":
+        return handshake.CANCELLED
+    return None
 
 
-async def _until_closed(ws: WebSocket) -> None:
-    """Returns when the client disconnects (clients send nothing we need)."""
-    while (await ws.receive())["type"] != "websocket.disconnect":
-        pass
+async def _replay(app: Notifier, ws: WebSocket, order_id: str, after: StreamKey, upto: str) -> bool:
+    """Send what this order missed in ``(after, upto]``; True if that ends with its cancellation."""
+    start = handshake.next_stream_id(after)
+    while start is not None:
+        chunk = entries_of(
+            await app.hub.redis.xrange(
+                streams.TICKET_EVENTS, min=handshake.format_stream_id(start), max=upto, count=REPLAY_CHUNK
+            )
+        )
+        if not chunk:
+            break
+        for raw_id, fields in chunk:
+            if fields.get(b"order_id", b"").decode(errors="replace") != order_id:
+                continue
+            try:
+                missed = outgoing(decode_ticket_event(raw_id, fields))
+            except DecodeError:
+                continue
+            await ws.send_text(missed.text)
+            if missed.final:
+                return True
+        start = handshake.next_stream_id(stream_id_key(as_text(chunk[-1][0])))
+    return False
 
 
-def _verifier(ws: WebSocket, settings: NotifierSettings) -> TokenVerifier:
-    """The same verification as the api (TICKETRY_JWT_*), built once per app."""
-    verifier: TokenVerifier | None = getattr(ws.app.state, "token_verifier", None)
-    if verifier is None:
-        verifier = ws.app.state.token_verifier = TokenVerifier.from_env(fallback_secret=settings.jwt_key)
-    return verifier
+async def _refuse(ws: WebSocket, close: Close) -> None:
+    _count_close(close)
+    try:
+        await ws.close(close.code, close.reason)
+    except (*SEND_ERRORS, RuntimeError):
+        pass  # gone, or closed already
 
 
-async def _owner(hub: Hub, order_id: str) -> str | None:
-    if not is_valid_id(order_id, "or"):
-        return None
-    owner = await hub.redis.hget(streams.order_progress(order_id), "owner")
-    if owner:
-        return as_text(owner)
-    order = await _order_head(order_id)
-    return None if order is None else str(order["owner_id"])
+def _count_close(close: Close) -> None:
+    CLOSES.labels(close.label).inc()
 
 
-async def _order_head(order_id: str) -> dict[str, object] | None:
-    """The order's owner and size, without its list of ticket ids (10,000 in a
-    big order); None for no order."""
+async def _order_head(order_id: str) -> dict[str, Any] | None:
+    """The order's owner, size and status, without its list of ticket ids
+    (10,000 in a big order); None for no order."""
     doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"owner_id": 1, "quantity": 1, "status": 1})
     return doc if doc is not None and is_placed(doc["status"]) else None
 
 
-async def _snapshot_from_db(order_id: str) -> dict[str, str]:
+async def _snapshot_from_db(order_id: str, head: dict[str, Any] | None) -> dict[str, str]:
     """The snapshot once the order's progress hash has expired: its outcome as
-    the projector recorded it (``OrderState``; none yet means still rendering)."""
-    order = await _order_head(order_id)
+    the projector recorded it (``OrderState``; none yet means still rendering),
+    and ``cancelled`` from the order itself."""
+    order = head if head is not None else await _order_head(order_id)
     if order is None:
         return {}
+    cancelled = {"cancelled": "1"} if order.get("status") == "cancelled" else {}
     state = await OrderState.get(order_id)
     if state is None:
-        return {"total": str(order["quantity"])}
+        return {"total": str(order["quantity"]), **cancelled}
     return {
         "total": str(state.total), "rendered": str(state.rendered), "failed": str(state.failed), "completed": "1",
+        **cancelled,
     }  # fmt: skip
 
 
@@ -176,7 +209,7 @@ async def healthz(_: Request) -> JSONResponse:
 
 async def readyz(request: Request) -> JSONResponse:
     try:
-        await request.app.state.hub.redis.ping()
+        await request.app.state.notifier.hub.redis.ping()
         await Order.get_pymongo_collection().database.command("ping")
     except Exception as exc:
         return JSONResponse(
