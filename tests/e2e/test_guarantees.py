@@ -69,11 +69,11 @@ async def test_two_processes_racing_for_the_last_tickets_never_oversell(
         mine = {new_id("or"): 1 + i % 3 for i in range(30)}
 
         async def reserve_then_maybe_release(order_id: str, qty: int, give_back: bool) -> int:
-            if not await capacity.reserve(ev, order_id, qty):
+            if not await capacity.reserve(ev, order_id, "standard", qty):
                 return 0
             if give_back:
-                await capacity.release(ev, order_id, qty)
-                await capacity.release(ev, order_id, qty)  # a retried release counts once
+                await capacity.release(ev, order_id, "standard", qty)
+                await capacity.release(ev, order_id, "standard", qty)  # a retried release counts once
                 return 0
             return qty
 
@@ -93,9 +93,11 @@ async def test_two_processes_racing_for_the_last_tickets_never_oversell(
         for n, e in enumerate(entries, 1):
             running += e["delta"]
             assert (e["seq"], e["sold_after"]) == (n, running) and 0 <= running <= capacity_
-        # (the head, found by _id alone, from nothing or from any entry on)
-        assert await capacity.head(ev.id) == (len(entries), running)
-        assert await capacity.head(ev.id, (3, entries[2]["sold_after"])) == (len(entries), running)
+        # (the head, found by _id alone, from nothing or from any entry on; one tier: it sold it all)
+        want = capacity.Head(len(entries), running, {"standard": running})
+        assert await capacity.head(ev.id) == want
+        third = capacity.Head(3, entries[2]["sold_after"], entries[2]["tier_sold"])
+        assert await capacity.head(ev.id, third) == want
         # And each of this process's orders was reserved at most once, and looks reserved
         reserved_for = [o for e in entries for o in e["orders"]]
         assert any(len(e["orders"]) > 1 for e in entries)  # group commit did serve several at once
@@ -118,7 +120,7 @@ async def test_order_recorded_but_never_enqueued_is_swept(
     tickets = ticket_ids(order_id, 4)
     mongo = mongo_of(stack)
     redis = redis_of(stack)
-    member = streams.in_flight_member(order_id, event["id"], 4)
+    member = streams.in_flight_member(order_id, event["id"], 4, "standard")
     try:
         await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: _ms_ago(minutes=5)})
         await db_of(mongo).orders.insert_one(
@@ -173,9 +175,9 @@ async def test_reservation_without_order_is_released_and_the_late_order_refused(
         ev = await Event.get(event["id"])
         assert ev is not None
         orphan = new_id("or")
-        member = streams.in_flight_member(orphan, ev.id, 3)
+        member = streams.in_flight_member(orphan, ev.id, 3, "standard")
         await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: _ms_ago(minutes=5)})
-        assert await capacity.reserve(ev, orphan, 3)
+        assert await capacity.reserve(ev, orphan, "standard", 3)
         assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 3
 
         # When the api's outbox sweep has looked at it

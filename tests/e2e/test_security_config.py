@@ -103,7 +103,7 @@ async def test_orders_are_rate_limited_per_user(sapi: httpx.AsyncClient, strict_
 
 async def test_checkins_are_rate_limited_per_scanner(sapi: httpx.AsyncClient, strict_api: StrictApi) -> None:
     staff, other = strict_api.token("staff-rl", "staff"), strict_api.token("staff-rl-2", "staff")
-    body = {"code": "TK1.k1.tk_00000000000000000000.AAAA"}
+    body = {"code": "TK1.k1.tk_00000000000000000000.AAAA", "list_id": "cl_" + "0" * 20}
     statuses = [(await sapi.post("/v1/checkins", json=body, headers=bearer(staff))).status_code for _ in range(5)]
     assert statuses == [404] * LIMIT + [429] * (5 - LIMIT)
     assert (await sapi.post("/v1/checkins", json=body, headers=bearer(other))).status_code == 404

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from ticketry.events import Lane
 
-TicketStatus = Literal["queued", "rendered", "failed", "checked_in", "revoked"]
+TicketStatus = Literal["queued", "rendered", "failed", "checked_in", "cancelled"]
 # What buyers see (CONTRACT.md, plus ``cancelled``).
 PublicOrderStatus = Literal["processing", "completed", "partially_failed", "failed", "cancelled"]
 # ``abandoned``: a tombstone the outbox sweep writes for a reservation whose order
@@ -189,6 +189,11 @@ class Reservation(Document):
     see ``ticketry_api.capacity``): its tag is its first order's. A release is
     always an entry of its own, so ``release:<order>`` keeps each release
     once-only.
+
+    The ledger is the event's, and it counts each tier too (``tier_sold``, sold
+    per tier after this entry): one insert checks the event's capacity and the
+    tier's together, so neither can be oversold. Entries written before tiers
+    have no ``tier_sold`` (their events have no tier capacities).
     """
 
     id: str  # type: ignore[assignment]  # "<event id>:<seq, zero-padded>"
@@ -196,6 +201,7 @@ class Reservation(Document):
     seq: int
     delta: int
     sold_after: int
+    tier_sold: dict[str, int] = Field(default_factory=dict)
     tag: str
     orders: list[str] = Field(default_factory=list)  # the orders this entry reserved for
     at: datetime = Field(default_factory=utcnow)

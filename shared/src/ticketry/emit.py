@@ -100,11 +100,12 @@ def queue_final(
     pipe.eval(_EMIT_LUA, len(keys), *keys, *args)
 
 
-# KEYS: 1 ticket-events stream, 2 order progress hash
+# KEYS: 1 ticket-events stream, 2 order progress hash, 3 (optional) the buyer's held count
 # ARGV: 1 order id, 2 occurred_at, 3 ttl seconds, 4 the order's ticket count
 _CANCEL_LUA = """
 local p = redis.call('HMGET', KEYS[2], 'cancelled', 'rendered', 'failed')
 if p[1] then return p[1] end
+if KEYS[3] then redis.call('DECRBY', KEYS[3], ARGV[4]) end
 local ev = redis.call('XADD', KEYS[1], '*',
   'type', 'order.cancelled', 'v', '1', 'event_uuid', 'cancelled:' .. ARGV[1],
   'order_id', ARGV[1], 'ticket_id', '', 'occurred_at', ARGV[2],
@@ -115,11 +116,13 @@ return ev
 """
 
 
-async def announce_cancelled(redis: Redis, order_id: str, total: int) -> str:
+async def announce_cancelled(redis: Redis, order_id: str, total: int, held: str | None = None) -> str:
     """Mark an order cancelled for the renderers (its pending requests are
     skipped, its running renders no longer announced) and append its
-    ``order.cancelled`` event, once; returns that event's stream id."""
-    keys = [streams.TICKET_EVENTS, streams.order_progress(order_id)]
+    ``order.cancelled`` event, once; returns that event's stream id. ``held``:
+    the buyer's count of tickets in the order's tier, taken down by ``total``
+    with it (once)."""
+    keys = [streams.TICKET_EVENTS, streams.order_progress(order_id), *([held] if held else [])]
     args = [order_id, datetime.now(UTC).isoformat(), str(streams.PROGRESS_TTL_S), str(total)]
     got = await redis.eval(_CANCEL_LUA, len(keys), *keys, *args)
     return got.decode() if isinstance(got, bytes) else str(got)

@@ -29,13 +29,20 @@ Keys
     further ticket events. TTL ``PROGRESS_TTL_S``.
 ``ticketry:order:{id}:done`` (set of ticket ids with a final event)
     Makes each ticket's final event exactly-once. TTL ``PROGRESS_TTL_S``.
-``ticketry:idem:{user}:{key}`` (string: order id)
+``ticketry:idem:{sha256 of user and key}`` (string: order id)
     Idempotency-Key → order, set with the render requests. TTL ``IDEMPOTENCY_TTL_S``.
+    Hashed from the user and the key with a separator no user id or key can
+    hold (``idempotency_scope``), so no two buyers' keys can ever meet.
+``ticketry:held:{event}:{tier}:{user}`` (integer)
+    Tickets a buyer holds in a tier with ``max_per_buyer``: counted up with the
+    order's outbox entry, down when the order is refused or cancelled. A crash
+    in between leaves it too high (the buyer is limited early, never late).
+    TTL ``HELD_TTL_S``, renewed by each order.
 ``ticketry:renderer:{consumer}`` (hash: pid, host, rate, busy, rendered, started)
     Renderer heartbeat; TTL ``HEARTBEAT_TTL_S`` so a dead renderer disappears.
     ``rate`` is capacity (tickets per busy second), ``busy`` the share of the last
     second spent rendering.
-``ticketry:orders:in-flight`` (sorted set: ``<order id> <event id> <quantity>``, score ms)
+``ticketry:orders:in-flight`` (sorted set: ``<order id> <event id> <quantity> <tier>``, score ms)
     The api's outbox. An order is added before its capacity is reserved and
     removed by the MULTI/EXEC that appends its render requests; what stays past
     the grace is the outbox sweep's work (see ``ticketry_api.orders``).
@@ -47,6 +54,7 @@ Keys
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final
 
 RENDER_VIP: Final = "ticketry:render:vip"
@@ -61,6 +69,7 @@ RENDERERS_GROUP: Final = "renderers"
 PROJECTOR_GROUP: Final = "projector"
 
 PROGRESS_TTL_S: Final = 7 * 24 * 3600
+HELD_TTL_S: Final = 400 * 24 * 3600
 IDEMPOTENCY_TTL_S: Final = 24 * 3600
 HEARTBEAT_TTL_S: Final = 5
 LEADER_TTL_S: Final = 10
@@ -87,15 +96,16 @@ def order_progress(order_id: str) -> str:
     return f"ticketry:order:{order_id}:progress"
 
 
-def in_flight_member(order_id: str, event_id: str, quantity: int) -> str:
+def in_flight_member(order_id: str, event_id: str, quantity: int, tier: str) -> str:
     """An order's member of ``ORDERS_IN_FLIGHT`` (everything the sweep needs)."""
-    return f"{order_id} {event_id} {quantity}"
+    return f"{order_id} {event_id} {quantity} {tier}"
 
 
-def parse_in_flight_member(member: str) -> tuple[str, str, int]:
-    """``(order id, event id, quantity)`` of an ``ORDERS_IN_FLIGHT`` member."""
-    order_id, event_id, quantity = member.split(" ")
-    return order_id, event_id, int(quantity)
+def parse_in_flight_member(member: str) -> tuple[str, str, int, str]:
+    """``(order id, event id, quantity, tier)`` of an ``ORDERS_IN_FLIGHT``
+    member (members written before tiers have none: ``standard``)."""
+    order_id, event_id, quantity, *tier = member.split(" ")
+    return order_id, event_id, int(quantity), tier[0] if tier else "standard"
 
 
 def order_done(order_id: str) -> str:
@@ -103,9 +113,21 @@ def order_done(order_id: str) -> str:
     return f"ticketry:order:{order_id}:done"
 
 
+def idempotency_scope(user_id: str, key: str) -> str:
+    """A user's Idempotency-Key as one string that no other (user, key) pair
+    spells: user ids are printable, keys are ``[A-Za-z0-9_.:-]``, and the
+    separator (US, 0x1f) is neither."""
+    return f"{user_id}\x1f{key}"
+
+
 def idempotency(user_id: str, key: str) -> str:
     """Idempotency-Key record for one user."""
-    return f"ticketry:idem:{user_id}:{key}"
+    return "ticketry:idem:" + hashlib.sha256(idempotency_scope(user_id, key).encode()).hexdigest()
+
+
+def held(event_id: str, tier: str, user_id: str) -> str:
+    """Tickets ``user_id`` holds in a tier of an event (for ``max_per_buyer``)."""
+    return f"ticketry:held:{event_id}:{tier}:{user_id}"
 
 
 def renderer_heartbeat(consumer: str) -> str:

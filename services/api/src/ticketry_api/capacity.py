@@ -10,6 +10,9 @@ being written wait, and the next entry takes all of them that fit, in arrival
 order. One store round trip then serves many orders, so an on-sale's orders
 queue on the store's latency once per batch rather than once per order. A
 release is an entry of its own (its tag keeps it once-only).
+
+Each entry also carries what each tier has sold after it, so a reservation is
+checked against the event's capacity and its tier's in the same insert.
 """
 
 from __future__ import annotations
@@ -27,9 +30,19 @@ from ticketry_api.errors import Problem
 _MAX_TRIES = 200
 
 
+@dataclass(frozen=True)
+class Head:
+    """The newest ledger entry: its ``seq``, tickets sold, and sold per tier."""
+
+    seq: int = 0
+    sold: int = 0
+    tier_sold: dict[str, int] = field(default_factory=dict)
+
+
 @dataclass(eq=False)  # compared by identity
 class _Want:
     order_id: str
+    tier: str
     delta: int  # > 0 reserves, < 0 releases
     # the writes that follow a taken want (None: not taken)
     done: asyncio.Future[writes.Chain | None]
@@ -42,16 +55,16 @@ class _Ledger:
 
     pending: list[_Want] = field(default_factory=list)
     writer: asyncio.Task[None] | None = None
-    # (seq, sold) of the entry this process appended last: a hint, not a read
-    head: tuple[int, int] | None = None
+    # the entry this process appended last: a hint, not a read
+    head: Head | None = None
 
 
 _ledgers: dict[str, _Ledger] = {}
 
 
-async def head(event_id: str, known: tuple[int, int] = (0, 0)) -> tuple[int, int]:
-    """``(seq, sold)`` of the newest ledger entry (``(0, 0)`` for none), looking
-    forward from ``known`` (an entry that exists, or the empty start).
+async def head(event_id: str, known: Head | None = None) -> Head:
+    """The newest ledger entry (``Head()`` for none), looking forward from
+    ``known`` (an entry that exists, or the empty start).
 
     By ``_id`` alone: FerretDB v1 answers any other filter or sort by decoding
     the whole collection, which grows with every order. Entries are gap-free
@@ -60,45 +73,49 @@ async def head(event_id: str, known: tuple[int, int] = (0, 0)) -> tuple[int, int
     one for a new event."""
     col = Reservation.get_pymongo_collection()
 
-    async def sold_at(seq: int) -> int | None:
-        doc = await col.find_one({"_id": _entry_id(event_id, seq)}, {"sold_after": 1})
-        return None if doc is None else int(doc["sold_after"])
+    async def entry_at(seq: int) -> Head | None:
+        doc = await col.find_one({"_id": _entry_id(event_id, seq)}, {"sold_after": 1, "tier_sold": 1})
+        return None if doc is None else Head(seq, int(doc["sold_after"]), dict(doc.get("tier_sold") or {}))
 
-    lo, step = known, 1
-    while (got := await sold_at(lo[0] + step)) is not None:
-        lo, step = (lo[0] + step, got), step * 2
-    hi = lo[0] + step  # missing
-    while hi - lo[0] > 1:
-        mid = (lo[0] + hi) // 2
-        if (got := await sold_at(mid)) is None:
+    lo, step = known or Head(), 1
+    while (got := await entry_at(lo.seq + step)) is not None:
+        lo, step = got, step * 2
+    hi = lo.seq + step  # missing
+    while hi - lo.seq > 1:
+        mid = (lo.seq + hi) // 2
+        if (got := await entry_at(mid)) is None:
             hi = mid
         else:
-            lo = (mid, got)
+            lo = got
     return lo
 
 
-async def sold(event_id: str) -> int:
+async def sold(event_id: str) -> Head:
+    """What the event has sold, in all and per tier."""
     hint = ledger.head if (ledger := _ledgers.get(event_id)) is not None else None
-    return (await head(event_id, hint or (0, 0)))[1]
+    return await head(event_id, hint)
 
 
 def _entry_id(event_id: str, seq: int) -> str:
     return f"{event_id}:{seq:012d}"
 
 
-async def reserve(event: Event, order_id: str, quantity: int, then: Sequence[writes.Step] = ()) -> writes.Chain | None:
-    """Take ``quantity`` tickets for ``order_id``; None when not enough are left.
+async def reserve(
+    event: Event, order_id: str, tier: str, quantity: int, then: Sequence[writes.Step] = ()
+) -> writes.Chain | None:
+    """Take ``quantity`` tickets of ``tier`` for ``order_id``; None when the
+    event or the tier has not enough left.
 
     ``then`` (the order and its tickets) is written in the same round of the
     writer as the ledger entry, right after it and only if it went in: one
     wait for the store per order, not two. The chain returned tells how it went.
     """
-    return await _submit(event, _Want(order_id, quantity, asyncio.get_running_loop().create_future(), then))
+    return await _submit(event, _Want(order_id, tier, quantity, asyncio.get_running_loop().create_future(), then))
 
 
-async def release(event: Event, order_id: str, quantity: int) -> None:
+async def release(event: Event, order_id: str, tier: str, quantity: int) -> None:
     """Give an order's tickets back (at most once per order)."""
-    await _submit(event, _Want(order_id, -quantity, asyncio.get_running_loop().create_future()))
+    await _submit(event, _Want(order_id, tier, -quantity, asyncio.get_running_loop().create_future()))
 
 
 async def reserved(order_id: str) -> bool:
@@ -144,13 +161,16 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
     # head looked up (forward from the hint).
     fresh = ledger.head is None
     known = ledger.head or await head(event.id)
+    caps = {t.id: t.capacity for t in event.tier_list()}
     for _ in range(_MAX_TRIES):
-        seq, current = known
-        taken, after = [], current
+        taken, after, tier_after = [], known.sold, dict(known.tier_sold)
         for w in wants:
-            if not check or after + w.delta <= event.capacity:
+            in_tier = tier_after.get(w.tier, 0) + w.delta
+            cap = caps.get(w.tier)
+            if not check or (after + w.delta <= event.capacity and (cap is None or in_tier <= cap)):
                 taken.append(w)
                 after += w.delta
+                tier_after[w.tier] = max(in_tier, 0)
         if len(taken) < len(wants) and not fresh:
             # The hint may predate a release elsewhere: find the head first.
             known, fresh = await head(event.id, known), True
@@ -159,22 +179,23 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
         first = taken[0] if taken else None
         if first is not None:
             tag = f"{'reserve' if check else 'release'}:{first.order_id}"
+            seq = known.seq + 1
             entry = Reservation(
-                id=_entry_id(event.id, seq + 1), event_id=event.id, seq=seq + 1, delta=after - current,
-                sold_after=after, tag=tag, orders=[w.order_id for w in taken] if check else [],
+                id=_entry_id(event.id, seq), event_id=event.id, seq=seq, delta=after - known.sold,
+                sold_after=after, tier_sold=tier_after, tag=tag, orders=[w.order_id for w in taken] if check else [],
             )  # fmt: skip
             chains = {w: writes.Chain(w.then) for w in taken}
             if not await writes.insert(col, [entry.model_dump(by_alias=True)], list(chains.values())):
-                ledger.head = (seq + 1, after)
+                ledger.head = Head(seq, after, tier_after)
             else:
                 ledger.head = None
                 # Another writer took seq+1 (retry from the head), or this tag is
                 # in the ledger already (written before, e.g. by a retried insert,
                 # or the sweep released first: idempotent success). Read by _id.
-                nxt = await col.find_one({"_id": entry.id}, {"tag": 1, "sold_after": 1})
+                nxt = await col.find_one({"_id": entry.id}, {"tag": 1})
                 if nxt is not None and nxt["tag"] != tag:
                     await asyncio.sleep(random.uniform(0, 0.002))  # noqa: S311 - jitter only
-                    known, fresh = await head(event.id, (seq + 1, int(nxt["sold_after"]))), True
+                    known, fresh = await head(event.id, known), True
                     continue
                 for c in chains.values():  # not written with the entry (it met a duplicate)
                     writes.start(c)

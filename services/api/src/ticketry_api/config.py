@@ -16,4 +16,5 @@ class ApiSettings(CommonSettings):
     outbox_interval_s: float = Field(default=5.0, gt=0)
     projector_batch: int = Field(default=500, ge=1)
     run_projector: bool = True
-    max_body_bytes: int = 64 * 1024
+    # Room for one name per ticket (`holders`) of a big order.
+    max_body_bytes: int = 2 * 1024 * 1024

@@ -45,12 +45,30 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-class Problem(Exception):
-    """Raise from anywhere in a request to answer with problem+json."""
+PROBLEM_BASE = "https://ticketry.dev/problems/"
 
-    def __init__(self, status: int, title: str, detail: str = "", headers: dict[str, str] | None = None) -> None:
+
+class Problem(Exception):
+    """Raise from anywhere in a request to answer with problem+json. ``kind``
+    names a problem a client tells apart (``type`` ends in ``/<kind>``)."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str = "",
+        headers: dict[str, str] | None = None,
+        *,
+        kind: str = "",
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(title)
         self.status, self.title, self.detail, self.headers = status, title, detail, headers
+        self.type = PROBLEM_BASE + kind if kind else "about:blank"
+        self.extra = extra or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"type": self.type, "status": self.status, "title": self.title, "detail": self.detail, **self.extra}
 
 
 def problem_response(
@@ -64,7 +82,7 @@ def problem_response(
 def install(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(_: Request, exc: Problem) -> JSONResponse:
-        return problem_response(exc.status, exc.title, exc.detail, exc.headers)
+        return JSONResponse(exc.body(), status_code=exc.status, media_type=PROBLEM, headers=exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -51,7 +51,7 @@ from ticketry import streams
 from ticketry.auth import Principal
 from ticketry.codes import Keyring
 from ticketry.db import as_text
-from ticketry.documents import Event, Order, is_placed
+from ticketry.documents import Event, Order, Tier, is_placed
 from ticketry.events import RenderRequest
 from ticketry.ids import is_valid_id, new_id, ticket_ids
 from ticketry.tracing import current_traceparent
@@ -72,7 +72,23 @@ def request_hash(body: OrderIn) -> str:
 
 
 def price_of(event: Event) -> Decimal:
-    return Decimal(event.price_minor).scaleb(-2)
+    return minor_to_decimal(event.price_minor)
+
+
+def minor_to_decimal(minor: int) -> Decimal:
+    return Decimal(minor).scaleb(-2)
+
+
+def unit_price_of(order: Order, event: Event) -> Decimal:
+    """What each ticket of ``order`` was sold at."""
+    if order.unit_price_minor is not None:
+        return minor_to_decimal(order.unit_price_minor)
+    tier = event.tier(order.tier)
+    return minor_to_decimal(tier.price_minor if tier is not None else event.price_minor)
+
+
+def member_of(order: Order) -> str:
+    return streams.in_flight_member(order.id, order.event_id, order.quantity, order.tier)
 
 
 async def place_order(
@@ -87,26 +103,30 @@ async def place_order(
 ) -> Order:
     """Reserve capacity, record the order and its tickets, enqueue the renders.
 
-    The buyer's order rate limit is counted here, in the same MULTI as the
-    outbox entry (one round trip to Redis, not two): a new order counts, a
+    The buyer's rate limits (orders and tickets per window) and the tickets
+    they hold in a tier with ``max_per_buyer`` are counted here, in the same
+    MULTI as the outbox entry (one round trip to Redis): a new order counts, a
     replayed Idempotency-Key or an order refused before this point does not."""
     if body.quantity > max_quantity:
         raise Problem(422, "quantity too large", f"at most {max_quantity} tickets per order")
     digest = request_hash(body)
-    idem = f"{principal.sub}:{idempotency_key}" if idempotency_key else None
+    idem = streams.idempotency_scope(principal.sub, idempotency_key) if idempotency_key else None
     if idempotency_key:
         # Redis maps a key to its order once enqueued (by _id: no scan of the
         # orders on FerretDB). A miss is not proof, the unique ``idem`` index is:
         # a repeat the map does not know yet loses at the insert (``record``).
         known = await redis.get(streams.idempotency(principal.sub, idempotency_key))
         if known is not None and (existing := await Order.get(as_text(known))) is not None:
-            return await _replay(redis, existing, digest)
+            return await _replay(redis, existing, digest, principal)
 
     if not is_valid_id(body.event_id, "ev"):
         raise Problem(404, "event not found")
     event = await event_of(body.event_id)
     if event is None:
         raise Problem(404, "event not found")
+    tier = event.tier(body.tier)
+    if tier is None:
+        raise Problem(422, "unknown tier", f"this event sells the tiers {', '.join(t.id for t in event.tier_list())}")
 
     order_id = new_id("or")
     order = Order(
@@ -114,33 +134,64 @@ async def place_order(
         owner_id=principal.sub,
         event_id=event.id,
         quantity=body.quantity,
-        tier=body.tier,
+        tier=tier.id,
         holder_name=body.holder_name,
+        holders=body.holders,
+        unit_price_minor=tier.price_minor,
         ticket_ids=ticket_ids(order_id, body.quantity),
         key_id=keyring.active_kid,
         idempotency_key=idempotency_key,
         idem=idem or f"auto:{order_id}",
         request_hash=digest,
     )
-    member = streams.in_flight_member(order_id, event.id, body.quantity)
-    limit = rates.limit("orders")
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.zadd(streams.ORDERS_IN_FLIGHT, {member: _now_ms()})
-        if limit > 0:
-            ratelimit.queue_hit(pipe, "orders", principal.sub, rates.rate_window_s)
-        replies = await pipe.execute()
-    if limit > 0 and not (v := ratelimit.verdict(replies[1:], limit)).allowed:
-        await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
-        raise ratelimit.refusal(v, limit, rates.rate_window_s)
+    await _admit(redis, principal, order, tier, rates)
     # The order follows the ledger entry in the same round (step 3).
-    taken = await capacity.reserve(event, order_id, body.quantity, then=order_steps(order))
+    taken = await capacity.reserve(event, order_id, tier.id, body.quantity, then=order_steps(order))
     if taken is None:
-        await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
+        await _give_back(redis, order, tier)
         if idem is not None and (winner := await Order.find_one({"idem": idem})) is not None:
-            return await _replay(redis, winner, digest)
-        raise Problem(409, "sold out", "the event has fewer tickets left than requested")
+            return await _replay(redis, winner, digest, principal)
+        raise Problem(409, "sold out", f"the event or its tier {tier.id!r} has fewer tickets left than requested")
     first_dup, _ = await taken.written()
     return await record(redis, keyring, event, order, order_written=first_dup != 0)
+
+
+async def _admit(redis: Redis, principal: Principal, order: Order, tier: Tier, rates: RateSettings) -> None:
+    """Note the order in flight (step 1) and count it against the buyer's
+    limits, in one MULTI; refuse it (429, 409) and take it all back when over."""
+    held = streams.held(order.event_id, tier.id, principal.sub)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.zadd(streams.ORDERS_IN_FLIGHT, {member_of(order): _now_ms()})
+        scopes: list[ratelimit.Scope] = [sc for sc in ("orders", "tickets") if rates.limit(sc) > 0]
+        for scope in scopes:
+            ratelimit.queue_hit(
+                pipe, scope, principal.sub, rates.rate_window_s, order.quantity if scope == "tickets" else 1
+            )
+        if tier.max_per_buyer is not None:
+            pipe.incrby(held, order.quantity)
+            pipe.expire(held, streams.HELD_TTL_S)
+        replies = await pipe.execute()
+    for i, scope in enumerate(scopes):
+        v = ratelimit.verdict(replies[1 + 3 * i : 4 + 3 * i], rates.limit(scope))
+        if not v.allowed:
+            await _give_back(redis, order, tier)
+            raise ratelimit.refusal(
+                v, rates.limit(scope), rates.rate_window_s, "tickets" if scope == "tickets" else "orders"
+            )
+    if tier.max_per_buyer is not None and int(replies[1 + 3 * len(scopes)]) > tier.max_per_buyer:
+        await _give_back(redis, order, tier)
+        raise Problem(
+            409, "limit per buyer", f"at most {tier.max_per_buyer} tickets of {tier.id!r} per buyer for this event"
+        )
+
+
+async def _give_back(redis: Redis, order: Order, tier: Tier) -> None:
+    """Undo :func:`_admit` for an order that will not exist."""
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.zrem(streams.ORDERS_IN_FLIGHT, member_of(order))
+        if tier.max_per_buyer is not None:
+            pipe.decrby(streams.held(order.event_id, tier.id, order.owner_id), order.quantity)
+        await pipe.execute()
 
 
 async def event_of(event_id: str) -> Event | None:
@@ -175,8 +226,10 @@ async def record(
     if not order_written:
         # Either way this order will not exist: give its tickets back (once-only
         # by the ledger's unique tag, so the sweep may have done it already).
-        await capacity.release(event, order.id, order.quantity)
-        await redis.zrem(streams.ORDERS_IN_FLIGHT, streams.in_flight_member(order.id, event.id, order.quantity))
+        await capacity.release(event, order.id, order.tier, order.quantity)
+        tier = event.tier(order.tier)
+        if tier is not None:
+            await _give_back(redis, order, tier)
         if await stored_status(order.id) == "abandoned":
             # This request took longer than the outbox grace.
             log.warning("order abandoned by the outbox sweep before it was recorded", extra={"order_id": order.id})
@@ -185,7 +238,7 @@ async def record(
         winner = await Order.find_one({"idem": order.idem})
         if winner is None:  # pragma: no cover - the unique index says it exists
             raise Problem(409, "conflict", "retry the request")
-        return await _replay(redis, winner, order.request_hash)
+        return await _replay(redis, winner, order.request_hash, None)
 
     await enqueue(redis, keyring, order, event)
     return order
@@ -194,8 +247,10 @@ async def record(
 async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) -> None:
     """Write the progress hash and the render requests, and close the order's
     in-flight entry, in one MULTI/EXEC. Safe to repeat (the outbox sweep does)."""
-    lane = streams.render_lane("vip" if order.tier == "vip" else "standard", order.quantity)
-    price = str(price_of(event))
+    tier = event.tier(order.tier)
+    lane = tier.lane if tier is not None else "standard"
+    tier_name = tier.name if tier is not None else order.tier.capitalize()
+    price = unit_price_of(order, event)
     traceparent = current_traceparent()
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hset(
@@ -203,7 +258,8 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) ->
             mapping={"total": order.quantity, "owner": order.owner_id, "order_id": order.id},
         )
         pipe.expire(streams.order_progress(order.id), streams.PROGRESS_TTL_S)
-        for tid in order.ticket_ids:
+        stream = streams.render_lane(lane, order.quantity)
+        for n, tid in enumerate(order.ticket_ids):
             req = RenderRequest(
                 ticket_id=tid,
                 order_id=order.id,
@@ -211,31 +267,37 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) ->
                 event_name=event.name,
                 venue=event.venue,
                 starts_at=event.starts_at,
-                holder_name=order.holder_name,
+                timezone=event.timezone,
+                doors_at=event.doors_at,
+                holder_name=order.holder_of(n),
                 tier=order.tier,
-                price=Decimal(price),
+                tier_name=tier_name,
+                lane=lane,
+                price=price,
                 currency=event.currency,
-                code=keyring.sign(tid),
+                code=keyring.sign(tid, event.id, order.tier),
                 total=order.quantity,
                 correlation_id=order.id,
                 traceparent=traceparent,
             )
-            pipe.xadd(lane, req.to_fields())  # type: ignore[arg-type]
-        pipe.zrem(streams.ORDERS_IN_FLIGHT, streams.in_flight_member(order.id, event.id, order.quantity))
+            pipe.xadd(stream, req.to_fields())  # type: ignore[arg-type]
+        pipe.zrem(streams.ORDERS_IN_FLIGHT, member_of(order))
         if order.idempotency_key is not None:
             key = streams.idempotency(order.owner_id, order.idempotency_key)
             pipe.set(key, order.id, ex=streams.IDEMPOTENCY_TTL_S)
         await pipe.execute()
 
 
-async def _replay(redis: Redis, order: Order, digest: str) -> Order:
-    """Answer a repeated Idempotency-Key with the first order (or refuse a new body)."""
+async def _replay(redis: Redis, order: Order, digest: str, principal: Principal | None) -> Order:
+    """Answer a repeated Idempotency-Key with the first order (or refuse a new
+    body). Only ever the caller's own order: keys are per buyer."""
+    if principal is not None and order.owner_id != principal.sub:
+        raise Problem(409, "idempotency key conflict", "retry with another Idempotency-Key")
     if order.request_hash != digest:
         raise Problem(422, "idempotency key reused", "this Idempotency-Key was used with another body")
     # The first request may still be writing its render requests; 2xx only once durable.
-    member = streams.in_flight_member(order.id, order.event_id, order.quantity)
     for _ in range(100):
-        if await redis.zscore(streams.ORDERS_IN_FLIGHT, member) is None:
+        if await redis.zscore(streams.ORDERS_IN_FLIGHT, member_of(order)) is None:
             return order
         await asyncio.sleep(0.05)
     raise Problem(409, "order in progress", "the first request with this key is still running")
@@ -248,15 +310,14 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
     stale = await redis.zrangebyscore(streams.ORDERS_IN_FLIGHT, "-inf", cutoff, start=0, num=SWEEP_BATCH)
     for raw in stale:
         member = as_text(raw)
-        order_id, event_id, quantity = streams.parse_in_flight_member(member)
+        order_id, event_id, quantity, tier = streams.parse_in_flight_member(member)
         event = await event_of(event_id)
         order = await Order.get(order_id)
         if event is not None and order is not None and is_placed(order.status):
             await enqueue(redis, keyring, order, event)
             log.warning("outbox: re-enqueued order", extra={"order_id": order_id})
-            continue
-        if event is not None and await _abandon(order_id, event_id, quantity) and await capacity.reserved(order_id):
-            await capacity.release(event, order_id, quantity)
+        elif event is not None and await _abandon(order_id, event_id, quantity) and await capacity.reserved(order_id):
+            await capacity.release(event, order_id, tier, quantity)
             log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
         await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
     return len(stale)

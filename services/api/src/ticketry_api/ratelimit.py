@@ -21,21 +21,28 @@ from ticketry import streams
 
 from ticketry_api.errors import Problem
 
-Scope = Literal["orders", "checkins"]
+Scope = Literal["orders", "tickets", "checkins", "cancels", "reads"]
 
 
 class RateSettings(BaseSettings):
-    """``TICKETRY_RATE_ORDERS_PER_MIN`` / ``TICKETRY_RATE_CHECKINS_PER_MIN`` (0 = off)."""
+    """``TICKETRY_RATE_<SCOPE>_PER_MIN`` per user (0 = off): orders placed,
+    tickets in them, check-ins, cancels, and reads of orders and tickets."""
 
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
     rate_orders_per_min: int = Field(default=6000, ge=0)
+    # One buyer's tickets per window: with 10,000 tickets an order, the order
+    # limit alone would let one account keep every renderer busy.
+    rate_tickets_per_min: int = Field(default=20_000, ge=0)
     rate_checkins_per_min: int = Field(default=6000, ge=0)
+    rate_cancels_per_min: int = Field(default=600, ge=0)
+    rate_reads_per_min: int = Field(default=6000, ge=0)
     rate_window_s: int = Field(default=60, ge=1)
 
     def limit(self, scope: Scope) -> int:
         """The limit of ``scope`` per window (0 = off)."""
-        return self.rate_orders_per_min if scope == "orders" else self.rate_checkins_per_min
+        limit: int = getattr(self, f"rate_{scope}_per_min")
+        return limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +52,17 @@ class Verdict:
     retry_after_s: int
 
 
-def queue_hit(pipe: Pipeline, scope: Scope, user_id: str, window_s: int) -> None:
-    """Queue the count of one request of ``user_id`` in the current window of
-    ``scope`` on a MULTI pipeline (three replies; :func:`verdict` reads them).
+def queue_hit(pipe: Pipeline, scope: Scope, user_id: str, window_s: int, amount: int = 1) -> None:
+    """Queue the count of ``amount`` (one request, or its tickets) of ``user_id``
+    in the current window of ``scope`` on a MULTI pipeline (three replies;
+    :func:`verdict` reads them).
 
     The first hit of a window starts it: ``EXPIRE … NX`` sets the TTL only when
     the key has none (https://redis.io/docs/latest/commands/expire/, Redis ≥ 7),
     so the window cannot be extended by later hits; its TTL is the Retry-After.
     """
     key = streams.rate_limit(scope, user_id)
-    pipe.incr(key)
+    pipe.incrby(key, amount)
     pipe.expire(key, window_s, nx=True)
     pipe.ttl(key)
 
@@ -64,11 +72,11 @@ def verdict(replies: Sequence[Any], limit: int) -> Verdict:
     return Verdict(int(count) <= limit, int(count), max(1, int(ttl)))
 
 
-def refusal(v: Verdict, limit: int, window_s: int) -> Problem:
+def refusal(v: Verdict, limit: int, window_s: int, what: str = "requests") -> Problem:
     return Problem(
         429,
         "too many requests",
-        f"at most {limit} per {window_s} s; retry later",
+        f"at most {limit} {what} per {window_s} s; retry later",
         {"Retry-After": str(v.retry_after_s)},
     )
 

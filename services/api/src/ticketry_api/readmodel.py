@@ -2,7 +2,7 @@
 
 A ticket has no document of its own: it is its order's (``ids.ticket_ids``).
 What the API decided comes first — a cancelled order's tickets are
-``revoked``, a ``Checkin`` makes one ``checked_in`` — then what the projector
+``cancelled``, a ``Checkin`` makes one ``checked_in`` — then what the projector
 folded in from the render events (``ticket_states``), else ``queued``. An
 order's counters come live from Redis while it renders, and from its
 ``OrderState`` after.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pymongo.asynchronous.collection import AsyncCollection
 from redis.asyncio import Redis
@@ -31,7 +31,7 @@ class TicketOf:
     owner_id: str
     event_id: str
     holder_name: str
-    tier: Literal["standard", "vip"]
+    tier: str
     cancelled: bool  # its order's: the ticket is revoked
 
 
@@ -46,15 +46,17 @@ async def ticket_of(ticket_id: str) -> TicketOf | None:
     # A place past the end is no ticket.
     if doc is None or not is_placed(doc["status"]) or n >= doc["quantity"]:
         return None
+    holders = doc.get("holders")
     return TicketOf(
         id=ticket_id, order_id=order_id, owner_id=doc["owner_id"], event_id=doc["event_id"],
-        holder_name=doc["holder_name"], tier=doc["tier"], cancelled=doc["status"] == "cancelled",
+        holder_name=holders[n] if holders else doc["holder_name"], tier=doc["tier"],
+        cancelled=doc["status"] == "cancelled",
     )  # fmt: skip
 
 
 async def ticket_status(ticket: TicketOf) -> TicketStatus:
     if ticket.cancelled:
-        return "revoked"
+        return "cancelled"
     admitted, state = await asyncio.gather(Checkin.get(ticket.id), TicketState.get(ticket.id))
     if admitted is not None:
         return "checked_in"  # the Checkin record is the authority
@@ -65,7 +67,9 @@ async def ticket_status(ticket: TicketOf) -> TicketStatus:
 POINT_READS_UP_TO = 64
 
 
-async def order_ticket_statuses(order: Order, *, all_rendered: bool = False) -> dict[str, TicketStatus]:
+async def order_ticket_statuses(
+    order: Order, ids: list[str] | None = None, *, all_rendered: bool = False
+) -> dict[str, TicketStatus]:
     """Every ticket of an order → its status. ``all_rendered``: the order is
     ``completed`` (every ticket rendered, none failed), so the render outcomes
     need no reading, only the check-ins.
@@ -76,10 +80,10 @@ async def order_ticket_statuses(order: Order, *, all_rendered: bool = False) -> 
     (1.0 ms; see ``infra/ferretdb/idindex.go``). So an order of up to
     ``POINT_READS_UP_TO`` tickets is read by ``_id``, a point read or two a
     ticket, side by side; a bigger order takes the scans (on MongoDB both are
-    indexed)."""
-    ids = order.ticket_ids
+    indexed). ``ids``: only these tickets of the order (a page of them)."""
+    ids = order.ticket_ids if ids is None else ids
     if order.status == "cancelled":
-        return dict.fromkeys(ids, "revoked")
+        return dict.fromkeys(ids, "cancelled")
     checkins = Checkin.get_pymongo_collection()
     admitted_docs = find_by_ids(checkins, ids, {"order_id": order.id}, {"_id": 1})
     if all_rendered:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import unicodedata
+import zoneinfo
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Literal
+from functools import cache
+from typing import Annotated, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from ticketry.documents import PublicOrderStatus, TicketStatus
+from ticketry.events import TIER_ID_PATTERN, Lane
 
 # Control (incl. newlines, NUL), format (bidi overrides, zero-width), surrogate,
 # private-use and unassigned code points: none belongs on a printed ticket.
@@ -44,37 +47,120 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
 
+@cache
+def _zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
+def _iana_zone(value: str) -> str:
+    if value not in _zones():
+        raise ValueError("not an IANA time zone name (such as Europe/Berlin)")
+    return value
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("needs a UTC offset (ISO 8601, e.g. 2027-06-01T20:00:00+02:00)")
+    return value
+
+
+TimeZone = Annotated[str, StringConstraints(min_length=1, max_length=64), AfterValidator(_iana_zone)]
+Instant = Annotated[datetime, AfterValidator(_aware)]
+TierId = Annotated[str, StringConstraints(pattern=TIER_ID_PATTERN)]
+TierName = Annotated[
+    str, StringConstraints(min_length=1, max_length=40), AfterValidator(_clean_text), StringConstraints(max_length=40)
+]
+MAX_TIERS = 20
+
+
+class TierIn(_In):
+    id: TierId
+    name: TierName
+    price: Price
+    capacity: int | None = Field(default=None, gt=0, le=10_000_000)
+    lane: Lane = "standard"
+    max_per_buyer: int | None = Field(default=None, gt=0, le=QUANTITY_CEILING)
+
+
 class EventIn(_In):
     name: Name
     venue: Name
-    starts_at: datetime
+    starts_at: Instant
     capacity: int = Field(gt=0, le=10_000_000)
     price: Price
     currency: Currency
+    timezone: TimeZone = "UTC"
+    doors_at: Instant | None = None
+    tiers: list[TierIn] | None = Field(default=None, min_length=1, max_length=MAX_TIERS)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EventIn:
+        if self.doors_at is not None and self.doors_at > self.starts_at:
+            raise ValueError("doors_at must not be after starts_at")
+        if self.tiers is not None:
+            ids = [t.id for t in self.tiers]
+            if len(set(ids)) != len(ids):
+                raise ValueError("tier ids must be unique")
+            if any(t.capacity is not None and t.capacity > self.capacity for t in self.tiers):
+                raise ValueError("a tier's capacity must fit in the event's")
+        return self
+
+
+class TierOut(BaseModel):
+    id: str
+    name: str
+    price: str
+    capacity: int | None
+    lane: Lane
+    max_per_buyer: int | None
+    sold: int
 
 
 class EventOut(BaseModel):
     id: str
     name: str
     venue: str
+    timezone: str
     starts_at: datetime
+    doors_at: datetime
     capacity: int
     sold: int
     price: str
     currency: str
+    tiers: list[TierOut]
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list; ``next`` is the opaque cursor of the next page (None: the last)."""
+
+    items: list[T]
+    next: str | None = None
 
 
 class OrderIn(_In):
     event_id: str = Field(min_length=1, max_length=64)
     quantity: int = Field(gt=0, le=QUANTITY_CEILING)
     holder_name: Holder
-    tier: Literal["standard", "vip"] = "standard"
+    tier: TierId = "standard"
+    holders: list[Holder] | None = Field(default=None, min_length=1, max_length=QUANTITY_CEILING)
+
+    @model_validator(mode="after")
+    def _one_name_per_ticket(self) -> OrderIn:
+        if self.holders is not None and len(self.holders) != self.quantity:
+            raise ValueError("holders must name each ticket: one name per ticket (as many as quantity)")
+        return self
 
 
 class OrderAccepted(BaseModel):
     id: str
     event_id: str
     quantity: int
+    tier: str
+    unit_price: str
+    currency: str
     status: Literal["processing"] = "processing"
     tickets: list[str]
     progress_url: str
@@ -89,12 +175,31 @@ class TicketRef(BaseModel):
 class OrderOut(BaseModel):
     id: str
     event_id: str
+    tier: str
+    unit_price: str
+    currency: str
     status: PublicOrderStatus
     total: int
     rendered: int
     failed: int
+    # The first tickets (all of a small order); the rest page by page from
+    # ``GET /v1/orders/{id}/tickets?cursor=<tickets_next>``.
     tickets: list[TicketRef]
+    tickets_next: str | None = None
     progress_url: str
+
+
+class OrderSummary(BaseModel):
+    """An order in a list."""
+
+    id: str
+    event_id: str
+    tier: str
+    quantity: int
+    unit_price: str
+    currency: str
+    status: PublicOrderStatus
+    created_at: datetime
 
 
 class TicketOut(BaseModel):
@@ -102,17 +207,35 @@ class TicketOut(BaseModel):
     order_id: str
     event_id: str
     holder_name: str
-    tier: Literal["standard", "vip"]
+    tier: str
     status: TicketStatus
     pdf_url: str
 
 
+class CheckinListIn(_In):
+    name: Name
+    tiers: list[TierId] | None = Field(default=None, max_length=MAX_TIERS)
+
+
+class CheckinListOut(BaseModel):
+    id: str
+    event_id: str
+    name: str
+    tiers: list[str]
+
+
 class CheckinIn(_In):
     code: str = Field(min_length=1, max_length=256, pattern=r"^[\x21-\x7e]+$")
+    list_id: str = Field(min_length=1, max_length=64, pattern=r"^cl_[0-9a-f]{20}$")
+    nonce: str | None = Field(default=None, min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
 
 
 class CheckinOut(BaseModel):
     ticket_id: str
+    event_id: str
+    tier: str
+    holder_name: str
+    list_id: str
     checked_in_at: datetime
 
 

@@ -1,44 +1,95 @@
-"""/v1/events"""
+"""/v1/events: events, their tiers, check-in lists and orders (organisers)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from ticketry.auth import Principal
-from ticketry.documents import Event
+from ticketry.documents import ORDER_SUMMARY, CheckinList, Event, Order, Tier
 from ticketry.ids import is_valid_id, new_id
 
-from ticketry_api import capacity
+from ticketry_api import capacity, pages
+from ticketry_api.capacity import Head
 from ticketry_api.deps import AnyUser, require
 from ticketry_api.errors import Problem, problems
-from ticketry_api.orders import price_of
-from ticketry_api.schemas import EventIn, EventOut
+from ticketry_api.orders import minor_to_decimal
+from ticketry_api.routes.orders import order_summary
+from ticketry_api.schemas import (
+    CheckinListIn,
+    CheckinListOut,
+    EventIn,
+    EventOut,
+    OrderSummary,
+    Page,
+    TierOut,
+)
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
+Organizer = Annotated[Principal, Depends(require("organizer"))]
+Limit = Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)]
+Cursor = Annotated[str | None, Query(max_length=200)]
 
 
-def event_out(e: Event, sold: int) -> EventOut:
+def event_out(e: Event, sold: Head) -> EventOut:
     return EventOut(
-        id=e.id, name=e.name, venue=e.venue, starts_at=e.starts_at, capacity=e.capacity,
-        sold=sold, price=str(price_of(e)), currency=e.currency,
+        id=e.id, name=e.name, venue=e.venue, timezone=e.timezone, starts_at=e.starts_at,
+        doors_at=e.doors_at or e.starts_at, capacity=e.capacity, sold=sold.sold,
+        price=str(minor_to_decimal(e.price_minor)), currency=e.currency,
+        tiers=[
+            TierOut(
+                id=t.id, name=t.name, price=str(minor_to_decimal(t.price_minor)), capacity=t.capacity, lane=t.lane,
+                max_per_buyer=t.max_per_buyer, sold=sold.tier_sold.get(t.id, 0 if e.tiers else sold.sold),
+            )
+            for t in e.tier_list()
+        ],
     )  # fmt: skip
 
 
 @router.post("", status_code=201, response_model=EventOut, responses=problems(401, 403, 413, 422))
-async def create_event(body: EventIn, who: Annotated[Principal, Depends(require("organizer"))]) -> EventOut:
+async def create_event(body: EventIn, who: Organizer) -> EventOut:
+    tiers = [
+        Tier(
+            id=t.id, name=t.name, price_minor=int(t.price * 100), capacity=t.capacity, lane=t.lane,
+            max_per_buyer=t.max_per_buyer,
+        )
+        for t in body.tiers or []
+    ]  # fmt: skip
     event = Event(
         id=new_id("ev"),
         name=body.name,
         venue=body.venue,
         starts_at=body.starts_at,
+        doors_at=body.doors_at,
+        timezone=body.timezone,
         capacity=body.capacity,
         price_minor=int(body.price * 100),
         currency=body.currency,
         organizer_id=who.sub,
+        # Without tiers: the one standard tier at the event's price.
+        tiers=tiers or [Tier(id="standard", name="Standard", price_minor=int(body.price * 100))],
     )
     await event.insert()
-    return event_out(event, 0)
+    return event_out(event, Head())
+
+
+@router.get("", response_model=Page[EventOut], responses=problems(401, 403, 422))
+async def list_events(who: Organizer, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT) -> Page[EventOut]:
+    """The caller's own events (admin: all), oldest first."""
+    query: dict[str, object] = {} if who.is_admin else {"organizer_id": who.sub}
+    if (after := pages.decode(cursor)) is not None:
+        query["_id"] = {"$gt": after}
+    found = await Event.find(query).sort("_id").limit(limit + 1).to_list()
+    items = [event_out(e, await capacity.sold(e.id)) for e in found[:limit]]
+    return Page(items=items, next=pages.encode(found[limit - 1].id) if len(found) > limit else None)
+
+
+async def own_event(event_id: str, who: Principal) -> Event:
+    """The event if ``who`` organises it (admin: any); 404 otherwise."""
+    event = await Event.get(event_id) if is_valid_id(event_id, "ev") else None
+    if event is None or not who.owns(event.organizer_id):
+        raise Problem(404, "event not found")
+    return event
 
 
 @router.get("/{event_id}", response_model=EventOut, responses=problems(401, 404, 422))
@@ -47,3 +98,45 @@ async def get_event(event_id: str, _: AnyUser) -> EventOut:
     if event is None:
         raise Problem(404, "event not found")
     return event_out(event, await capacity.sold(event.id))
+
+
+@router.get("/{event_id}/orders", response_model=Page[OrderSummary], responses=problems(401, 403, 404, 422))
+async def event_orders(
+    event_id: str, who: Organizer, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
+) -> Page[OrderSummary]:
+    """The orders of an event the caller organises, oldest id first."""
+    event = await own_event(event_id, who)
+    query: dict[str, object] = {"event_id": event.id, "status": {"$ne": "abandoned"}}
+    if (after := pages.decode(cursor)) is not None:
+        query["_id"] = {"$gt": after}
+    col = Order.get_pymongo_collection()
+    found = await col.find(query, ORDER_SUMMARY).sort("_id", 1).limit(limit + 1).to_list()
+    items = [order_summary(Order.model_validate({**d, "ticket_ids": []}), event) for d in found[:limit]]
+    return Page(items=items, next=pages.encode(found[limit - 1]["_id"]) if len(found) > limit else None)
+
+
+@router.post(
+    "/{event_id}/checkin-lists", status_code=201, response_model=CheckinListOut, responses=problems(401, 403, 404, 422)
+)
+async def create_checkin_list(event_id: str, body: CheckinListIn, who: Organizer) -> CheckinListOut:
+    event = await own_event(event_id, who)
+    tiers = body.tiers or []
+    if unknown := sorted(set(tiers) - {t.id for t in event.tier_list()}):
+        raise Problem(422, "unknown tier", f"this event has no tier {', '.join(unknown)}")
+    lst = CheckinList(id=new_id("cl"), event_id=event.id, name=body.name, tiers=tiers)
+    await lst.insert()
+    return CheckinListOut(id=lst.id, event_id=lst.event_id, name=lst.name, tiers=lst.tiers)
+
+
+@router.get("/{event_id}/checkin-lists", response_model=Page[CheckinListOut], responses=problems(401, 403, 404, 422))
+async def checkin_lists(
+    event_id: str, who: Annotated[Principal, Depends(require("organizer", "staff"))]
+) -> Page[CheckinListOut]:
+    """An event's check-in lists: for its organiser, and for staff who may scan for it."""
+    event = await Event.get(event_id) if is_valid_id(event_id, "ev") else None
+    if event is None or (who.role == "organizer" and event.organizer_id != who.sub):
+        raise Problem(404, "event not found")
+    if not who.may_scan_for(event.id):
+        raise Problem(403, "forbidden", "this token may not check in for this event")
+    found = await CheckinList.find({"event_id": event.id}).sort("_id").to_list()
+    return Page(items=[CheckinListOut(id=c.id, event_id=c.event_id, name=c.name, tiers=c.tiers) for c in found])

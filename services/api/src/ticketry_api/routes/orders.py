@@ -4,21 +4,34 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header
+from fastapi import APIRouter, Depends, Header, Query
 from ticketry.auth import Principal
-from ticketry.documents import Checkin, Order, is_placed
-from ticketry.ids import is_valid_id
+from ticketry.documents import ORDER_SUMMARY, Event, Order, is_placed
+from ticketry.ids import is_valid_id, ticket_id
 from ticketry.tracing import tracer
 
-from ticketry_api import capacity
-from ticketry_api.deps import AnyUser, State, require
+from ticketry_api import cancel, pages
+from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import Problem, problems
-from ticketry_api.orders import event_of, place_order, stored_status
-from ticketry_api.readmodel import find_by_ids, order_outcome, order_ticket_statuses
-from ticketry_api.schemas import CancelOut, OrderAccepted, OrderIn, OrderOut, TicketRef
+from ticketry_api.orders import event_of, place_order, unit_price_of
+from ticketry_api.readmodel import order_outcome, order_ticket_statuses
+from ticketry_api.schemas import (
+    CancelOut,
+    OrderAccepted,
+    OrderIn,
+    OrderOut,
+    OrderSummary,
+    Page,
+    TicketRef,
+)
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
 _TRACER = tracer(__name__)
+Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer", "staff"))]
+Limit = Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)]
+Cursor = Annotated[str | None, Query(max_length=200)]
+# ``GET /v1/orders/{id}`` lists this many tickets at most; the rest page by page.
+ORDER_TICKETS_INLINE = 64  # point reads (readmodel.POINT_READS_UP_TO)
 
 
 def progress_url(state_url: str, order_id: str) -> str:
@@ -47,86 +60,122 @@ async def create_order(
             rates=state.rates,
         )
         span.set_attribute("order.id", order.id)
+    event = await event_of(order.event_id)
+    assert event is not None  # the order was placed for it
     return OrderAccepted(
         id=order.id,
         event_id=order.event_id,
         quantity=order.quantity,
+        tier=order.tier,
+        unit_price=str(unit_price_of(order, event)),
+        currency=event.currency,
         tickets=order.ticket_ids,
         progress_url=progress_url(state.settings.notifier_public_url, order.id),
     )
 
 
-async def owned_order(order_id: str, who: Principal) -> Order:
-    """The order if ``who`` may see it; 404 otherwise (existence does not leak)."""
-    order = await Order.get(order_id) if is_valid_id(order_id, "or") else None
-    if order is None or not is_placed(order.status) or not who.owns(order.owner_id):
+def order_summary(order: Order, event: Event) -> OrderSummary:
+    status = order.status if order.status == "cancelled" else "processing"
+    return OrderSummary(
+        id=order.id, event_id=order.event_id, tier=order.tier, quantity=order.quantity,
+        unit_price=str(unit_price_of(order, event)), currency=event.currency, status=status,
+        created_at=order.created_at,
+    )  # fmt: skip
+
+
+@router.get("", response_model=Page[OrderSummary], responses=problems(401, 403, 422, 429))
+async def list_orders(
+    who: Reader,
+    event_id: Annotated[str | None, Query(max_length=64)] = None,
+    cursor: Cursor = None,
+    limit: Limit = pages.DEFAULT_LIMIT,
+) -> Page[OrderSummary]:
+    """The caller's own orders, oldest id first, optionally of one event.
+    (``status`` here is ``processing`` or ``cancelled``; the order itself tells
+    its render outcome.)"""
+    query: dict[str, object] = {"owner_id": who.sub}
+    if event_id is not None:
+        query["event_id"] = event_id
+    if (after := pages.decode(cursor)) is not None:
+        query["_id"] = {"$gt": after}
+    col = Order.get_pymongo_collection()
+    found = await col.find(query, ORDER_SUMMARY).sort("_id", 1).limit(limit + 1).to_list()
+    items = []
+    for d in found[:limit]:
+        order = Order.model_validate({**d, "ticket_ids": []})
+        if (event := await event_of(order.event_id)) is not None:
+            items.append(order_summary(order, event))
+    return Page(items=items, next=pages.encode(found[limit - 1]["_id"]) if len(found) > limit else None)
+
+
+async def visible_order(order_id: str, who: Principal) -> tuple[Order, Event]:
+    """The order if ``who`` may see it: its buyer, its event's organiser, an
+    admin; 404 otherwise (existence does not leak)."""
+    # Without its lists of ticket ids and holders (10,000 each in a big order):
+    # a ticket's id is its order's and its place (``ids.ticket_id``).
+    col = Order.get_pymongo_collection()
+    doc = await col.find_one({"_id": order_id}, ORDER_SUMMARY) if is_valid_id(order_id, "or") else None
+    order = Order.model_validate({**doc, "ticket_ids": []}) if doc is not None else None
+    event = await event_of(order.event_id) if order is not None else None
+    if order is None or event is None or not is_placed(order.status):
         raise Problem(404, "order not found")
-    return order
+    if not (who.owns(order.owner_id) or (who.role == "organizer" and event.organizer_id == who.sub)):
+        raise Problem(404, "order not found")
+    return order, event
 
 
-async def _checked_in(order: Order) -> bool:
-    """True if any ticket of ``order`` has been admitted (by ``_id`` up to
-    ``POINT_READS_UP_TO`` tickets: any other filter is a scan of every check-in
-    on FerretDB v1, 240 ms at 15,000 against 3.5 ms for two point reads)."""
-    ids = order.ticket_ids
-    col = Checkin.get_pymongo_collection()
-    return bool(await find_by_ids(col, ids, {"order_id": order.id}, {"_id": 1}))
-
-
-async def is_cancelled(order_id: str) -> bool:
-    """True once the order was cancelled (or never was a real order). Read by
-    ``_id``: each check-in asks, and on FerretDB v1 any other filter decodes the
-    whole collection. The status is set before the tickets go back (see
-    ``cancel_order``), so a ticket whose seat was returned never admits."""
-    status = await stored_status(order_id)
-    return not is_placed(status) or status == "cancelled"
-
-
-@router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422))
-async def get_order(order_id: str, who: AnyUser, state: State) -> OrderOut:
-    order = await owned_order(order_id, who)
+@router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422, 429))
+async def get_order(order_id: str, who: Reader, state: State) -> OrderOut:
+    order, event = await visible_order(order_id, who)
     status, rendered, failed = await order_outcome(state.redis, order)
-    statuses = await order_ticket_statuses(order, all_rendered=status == "completed")
+    shown = tickets_of(order, 0, ORDER_TICKETS_INLINE)
+    statuses = await order_ticket_statuses(order, shown, all_rendered=status == "completed")
     return OrderOut(
         id=order.id,
         event_id=order.event_id,
+        tier=order.tier,
+        unit_price=str(unit_price_of(order, event)),
+        currency=event.currency,
         status=status,
         total=order.quantity,
         rendered=rendered,
         failed=failed,
-        tickets=[
-            TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf") for t in order.ticket_ids
-        ],
+        tickets=[TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf") for t in shown],
+        tickets_next=pages.encode(str(len(shown))) if order.quantity > len(shown) else None,
         progress_url=progress_url(state.settings.notifier_public_url, order.id),
     )
 
 
-@router.post("/{order_id}/cancel", response_model=CancelOut, responses=problems(401, 404, 409, 422, 503))
-async def cancel_order(order_id: str, who: AnyUser) -> CancelOut:
-    """Cancel an order (its buyer or an admin): revoke every ticket's code and
-    give the tickets back to the event. Idempotent; refused (409) once any of
-    its tickets has been checked in."""
-    order = await owned_order(order_id, who)
-    used = Problem(409, "already used", "a ticket of this order has been checked in")
-    # Also on a retried cancel: never return the seat of an admitted ticket.
-    if await _checked_in(order):
-        raise used
-    if order.status != "cancelled":
-        # The status first: it is what check-in trusts. A crash after it leaves
-        # seats not yet returned (a retried cancel finishes below), never a
-        # returned seat whose ticket still admits.
-        col = Order.get_pymongo_collection()
-        await col.update_one({"_id": order.id}, {"$set": {"status": "cancelled"}})
-        # A scan may have admitted a ticket since the look above. Both sides
-        # write first and look second, so at least one sees the other and backs
-        # off (see routes.checkins.check_in); never both succeed.
-        if await _checked_in(order):
-            await col.update_one({"_id": order.id}, {"$set": {"status": order.status}})
-            raise used
-    event = await event_of(order.event_id)
-    if event is None:  # pragma: no cover - events are never deleted
-        raise Problem(404, "order not found")
-    # Once-only (the ledger's tag), so every (re)try runs it. The tickets are
-    # revoked by the status set above: check-in and the read models ask it.
-    await capacity.release(event, order.id, order.quantity)
+@router.get("/{order_id}/tickets", response_model=Page[TicketRef], responses=problems(401, 404, 422, 429))
+async def order_tickets(
+    order_id: str, who: Reader, state: State, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
+) -> Page[TicketRef]:
+    """An order's tickets in order, a page at a time."""
+    order, _ = await visible_order(order_id, who)
+    start = pages.decode_index(cursor, order.quantity)
+    ids = tickets_of(order, start, limit)
+    status, _, _ = await order_outcome(state.redis, order)
+    statuses = await order_ticket_statuses(order, ids, all_rendered=status == "completed")
+    end = start + len(ids)
+    return Page(
+        items=[TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf") for t in ids],
+        next=pages.encode(str(end)) if end < order.quantity else None,
+    )
+
+
+def tickets_of(order: Order, start: int, limit: int) -> list[str]:
+    """The ids of up to ``limit`` tickets of ``order`` from place ``start``."""
+    return [ticket_id(order.id, n) for n in range(start, min(start + limit, order.quantity))]
+
+
+@router.post("/{order_id}/cancel", response_model=CancelOut, responses=problems(401, 404, 409, 422, 429, 503))
+async def cancel_order(
+    order_id: str, state: State, who: Annotated[Principal, Depends(rate_limited("cancels", "buyer", "organizer", "staff"))]
+) -> CancelOut:
+    """Cancel an order (its buyer, its event's organiser, or an admin): its
+    tickets not rendered yet are never rendered, its PDFs are no longer
+    served, its codes no longer admit, its tickets go back to the event.
+    Idempotent; refused (409) once any of its tickets has been checked in."""
+    order, event = await visible_order(order_id, who)
+    await cancel.cancel(state.redis, order, event, who, state.settings.storage_dir)
     return CancelOut(id=order.id, status="cancelled", revoked=order.quantity)

@@ -1,0 +1,86 @@
+"""Cancelling an order, and what a cancel and a scan agree on.
+
+An order's fate is decided once, by whichever comes first of its cancel and
+the first admission of one of its tickets: each inserts an ``OrderFate`` under
+the order's id, the unique ``_id`` lets exactly one insert win (on any
+MongoDB-wire store; FerretDB v1 applies no conditional update atomically), and
+the loser reads the winner. Nothing ever writes a fate back: there is no
+"put the order back" step that a second cancel or a scan could interleave with.
+
+A cancel that won then, in this order (each step safe to repeat, so a retried
+cancel finishes what a crashed one began):
+
+1. sets the order's ``status`` to ``cancelled`` (what reads show; the fate is
+   the authority);
+2. marks the order cancelled in Redis and appends ``order.cancelled`` once
+   (``ticketry.emit.announce_cancelled``): renderers skip its pending
+   requests and announce no more of its tickets, the buyer's socket hears it,
+   and the buyer's count for a tier with ``max_per_buyer`` goes down once;
+3. gives its tickets back to the event (once-only by the ledger's tag);
+4. deletes the PDFs already rendered (they are no longer served: 410).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Literal
+
+from redis.asyncio import Redis
+from ticketry import streams
+from ticketry.auth import Principal
+from ticketry.documents import Event, Order, OrderFate, is_placed
+from ticketry.emit import announce_cancelled
+from ticketry.ids import ticket_id
+from ticketry.storage import pdf_path
+
+from ticketry_api import capacity, writes
+from ticketry_api.errors import Problem
+
+log = logging.getLogger(__name__)
+Fate = Literal["cancelled", "used"]
+
+
+async def decide_fate(order_id: str, fate: Fate, by: str) -> Fate:
+    """Propose ``fate`` for the order; the fate it has (this one if it won)."""
+    doc = OrderFate(id=order_id, fate=fate, by=by)
+    if not await writes.insert(OrderFate.get_pymongo_collection(), [doc.model_dump(by_alias=True)]):
+        return fate
+    return await fate_of(order_id) or fate
+
+
+async def fate_of(order_id: str) -> Fate | None:
+    """The order's fate, read by ``_id`` (None: still open)."""
+    doc = await OrderFate.get_pymongo_collection().find_one({"_id": order_id}, {"fate": 1})
+    return None if doc is None else doc["fate"]
+
+
+async def is_cancelled(order_id: str) -> bool:
+    """True once a cancel won the order's fate (or it never was a real order)."""
+    if await fate_of(order_id) == "cancelled":
+        return True
+    raw = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"status": 1})
+    return raw is None or not is_placed(raw.get("status"))
+
+
+async def cancel(redis: Redis, order: Order, event: Event, who: Principal, storage_dir: Path) -> None:
+    """Cancel ``order`` (see the module's steps); 409 once a ticket of it was admitted."""
+    if await decide_fate(order.id, "cancelled", who.sub) != "cancelled":
+        raise Problem(409, "already used", "a ticket of this order has been checked in")
+    await Order.get_pymongo_collection().update_one({"_id": order.id}, {"$set": {"status": "cancelled"}})
+    tier = event.tier(order.tier)
+    held = streams.held(order.event_id, order.tier, order.owner_id) if tier and tier.max_per_buyer else None
+    await announce_cancelled(redis, order.id, order.quantity, held)
+    await capacity.release(event, order.id, order.tier, order.quantity)
+    _delete_pdfs(storage_dir, order)
+
+
+def _delete_pdfs(storage_dir: Path, order: Order) -> None:
+    try:
+        folder = pdf_path(storage_dir, order.id, ticket_id(order.id, 0)).parent
+    except ValueError:
+        return
+    # A render that was under way may still write one; it is never served.
+    shutil.rmtree(folder, ignore_errors=True)
+    log.info("cancel: PDFs deleted", extra={"order_id": order.id})

@@ -1,0 +1,162 @@
+"""Checking tickets in at a door: lists, codes bound to their event, nonces.
+
+A scan is judged in this order, each step refusing with its own answer:
+
+1. the list exists (404) and the staff token may scan for its event (403);
+2. the code is genuine (404 ``unknown``, one answer for forged, tampered,
+   unknown-key and unknown-ticket codes);
+3. the ticket is of the list's event and of a tier it admits (409
+   ``wrong-list``; the ticket stays unused): a bound code says so itself, so
+   an offline scanner judges it the same way;
+4. the order's fate: the first admission of any of its tickets decides
+   ``used``, and a cancelled order's tickets never admit (404, as unknown);
+5. one admission per ticket and list, by a unique ``_id`` (409 ``already``),
+   however many scans race.
+
+With a ``nonce`` the answer is kept under it: the same upload again (an
+offline scanner retrying) gets the first answer, never a second check-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ticketry.auth import Principal
+from ticketry.codes import InvalidCode, Keyring, Verified
+from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, ScanAnswer, utcnow
+from ticketry.ids import is_valid_id
+
+from ticketry_api import writes
+from ticketry_api.cancel import decide_fate
+from ticketry_api.errors import Problem
+from ticketry_api.readmodel import ticket_of
+
+Outcome = Literal["admitted", "already", "wrong_list", "unknown"]
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """A scan's answer: HTTP status, body, and its outcome for metrics."""
+
+    status: int
+    body: dict[str, Any]
+    outcome: Outcome
+
+
+def _unknown(detail: str = "") -> Problem:
+    # One answer for forged, tampered, unknown-key, unknown-ticket and revoked
+    # codes: nothing that tells a guesser which part was wrong.
+    return Problem(404, "unknown code", detail, kind="unknown-code")
+
+
+async def list_for(list_id: str, who: Principal) -> CheckinList:
+    """The check-in list, if ``who`` may scan on it."""
+    lst = await CheckinList.get(list_id) if is_valid_id(list_id, "cl") else None
+    if lst is None:
+        raise Problem(404, "unknown check-in list")
+    if not who.may_scan_for(lst.event_id):
+        raise Problem(403, "forbidden", "this token may not check in for this event")
+    return lst
+
+
+def verify(keyring: Keyring, code: str) -> Verified:
+    try:
+        try:
+            return keyring.verify_code(code)
+        except InvalidCode:
+            # Maybe signed by a key another process just rotated in (throttled reload).
+            if not keyring.refresh():
+                raise
+            return keyring.verify_code(code)
+    except InvalidCode:
+        raise _unknown() from None
+
+
+async def scan(keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
+    """Judge one scan on ``lst`` (see the module's steps)."""
+    try:
+        return await _admit(keyring, lst, code, who)
+    except Problem as p:
+        outcome: Outcome = "wrong_list" if p.type.endswith("/wrong-list") else "unknown"
+        if p.status == 409 and outcome != "wrong_list":
+            outcome = "already"
+        return ScanResult(p.status, p.body(), outcome)
+
+
+async def _admit(keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
+    async def attempt(ticket_id: str | None, result: Any) -> None:
+        await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result=result, list_id=lst.id).insert()
+
+    try:
+        v = verify(keyring, code)
+    except Problem:
+        await attempt(None, "refused")
+        raise
+    ticket = await ticket_of(v.ticket_id)
+    # A genuine bound code names its ticket's own event and tier; anything else is no ticket.
+    if ticket is None or (v.event_id is not None and (v.event_id, v.tier) != (ticket.event_id, ticket.tier)):
+        await attempt(v.ticket_id, "refused")
+        raise _unknown()
+    if ticket.event_id != lst.event_id or not lst.admits(ticket.tier):
+        await attempt(ticket.id, "wrong_list")
+        raise Problem(
+            409, "wrong list", f"this ticket ({ticket.tier}) does not admit on {lst.name!r}", kind="wrong-list",
+            extra={"ticket_id": ticket.id, "event_id": ticket.event_id, "tier": ticket.tier},
+        )  # fmt: skip
+    if ticket.cancelled or await decide_fate(ticket.order_id, "used", who.sub) != "used":
+        await attempt(ticket.id, "refused")
+        raise _unknown()
+    now = utcnow()
+    admission = Admission(id=f"{lst.id}/{ticket.id}", list_id=lst.id, ticket_id=ticket.id, staff_id=who.sub, at=now)
+    if await writes.insert(Admission.get_pymongo_collection(), [admission.model_dump(by_alias=True)]):
+        first = await Admission.get(admission.id)
+        await attempt(ticket.id, "already_checked_in")
+        at = first.at if first else now
+        raise Problem(
+            409, "already checked in", f"checked in at {at.isoformat()}", kind="already-checked-in",
+            extra={"ticket_id": ticket.id, "checked_in_at": at.isoformat()},
+        )  # fmt: skip
+    # The ticket's first admission on any list makes it checked_in (a duplicate: not its first).
+    first_any = Checkin(id=ticket.id, order_id=ticket.order_id, staff_id=who.sub, list_id=lst.id, at=now)
+    await writes.insert(Checkin.get_pymongo_collection(), [first_any.model_dump(by_alias=True)])
+    await attempt(ticket.id, "accepted")
+    body = {
+        "ticket_id": ticket.id, "event_id": ticket.event_id, "tier": ticket.tier,
+        "holder_name": ticket.holder_name, "list_id": lst.id, "checked_in_at": now.isoformat(),
+    }  # fmt: skip
+    return ScanResult(200, body, "admitted")
+
+
+async def scan_once(keyring: Keyring, lst: CheckinList, code: str, who: Principal, nonce: str | None) -> ScanResult:
+    """:func:`scan`, answered once per ``nonce``: the first upload of a scan
+    claims the nonce (a unique insert) and keeps its answer there; another
+    upload of it gets that answer. A claim whose answer never came (its api
+    died) is judged again after ``NONCE_STALE_S``: the ticket cannot admit
+    twice on a list, so the worst is an ``already`` where ``admitted`` was due."""
+    if nonce is None:
+        return await scan(keyring, lst, code, who)
+    col = ScanAnswer.get_pymongo_collection()
+    key = f"{who.sub}\x1f{nonce}"
+    if not await writes.insert(col, [ScanAnswer(id=key, status=0, body={}).model_dump(by_alias=True)]):
+        return await _answer(col, key, await scan(keyring, lst, code, who))
+    for _ in range(NONCE_WAITS):
+        doc = await col.find_one({"_id": key})
+        if doc is not None and doc["status"]:
+            return ScanResult(int(doc["status"]), dict(doc["body"]), doc.get("outcome", "already"))
+        if doc is not None and (utcnow() - doc["at"]).total_seconds() > NONCE_STALE_S:
+            return await _answer(col, key, await scan(keyring, lst, code, who))
+        await asyncio.sleep(0.05)
+    raise Problem(409, "scan in progress", "this scan's first upload is still being judged; retry")
+
+
+NONCE_WAITS = 100
+NONCE_STALE_S = 30.0
+
+
+async def _answer(col: Any, key: str, result: ScanResult) -> ScanResult:
+    await col.update_one(
+        {"_id": key}, {"$set": {"status": result.status, "body": result.body, "outcome": result.outcome}}
+    )
+    return result
