@@ -28,6 +28,7 @@ from ticketry_api.schemas import (
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
 _TRACER = tracer(__name__)
 Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer", "staff"))]
+Canceller = Annotated[Principal, Depends(rate_limited("cancels", "buyer", "organizer", "staff"))]
 Limit = Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)]
 Cursor = Annotated[str | None, Query(max_length=200)]
 # ``GET /v1/orders/{id}`` lists this many tickets at most; the rest page by page.
@@ -169,9 +170,7 @@ def tickets_of(order: Order, start: int, limit: int) -> list[str]:
 
 
 @router.post("/{order_id}/cancel", response_model=CancelOut, responses=problems(401, 404, 409, 422, 429, 503))
-async def cancel_order(
-    order_id: str, state: State, who: Annotated[Principal, Depends(rate_limited("cancels", "buyer", "organizer", "staff"))]
-) -> CancelOut:
+async def cancel_order(order_id: str, state: State, who: Canceller) -> CancelOut:
     """Cancel an order (its buyer, its event's organiser, or an admin): its
     tickets not rendered yet are never rendered, its PDFs are no longer
     served, its codes no longer admit, its tickets go back to the event.
