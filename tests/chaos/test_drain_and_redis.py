@@ -27,12 +27,21 @@ from tests.helpers import create_event, place_order
 pytestmark = [pytest.mark.chaos]
 
 
-DRAIN_BOUND_S = 30.0
+# The renderer's own bound on a drain (the product's promise): FastStream's
+# graceful timeout, then finishing what it holds, each TICKETRY_DRAIN_TIMEOUT_S
+# (the default, 20 s). Measured: 0.5-0.8 s.
+DRAIN_TIMEOUT_S = 20.0
+DRAIN_BOUND_S = 2 * DRAIN_TIMEOUT_S
+# The Redis outage of the restart test: its length is the scenario (the services
+# lose their connections at once, and must ride out refused reconnects), not a
+# wait for anything; nothing is asserted about what happens within it.
+OUTAGE_S = 2.0
 
 
 @pytest.mark.timeout(300)
 async def test_sigterm_drains_in_flight_work_without_redelivery(tmp_path: Path, token: TokenFactory) -> None:
-    stack = await asyncio.to_thread(make_stack, tmp_path, 1, {"TICKETRY_CLAIM_IDLE_MS": "3000"})
+    env = {"TICKETRY_CLAIM_IDLE_MS": "3000", "TICKETRY_DRAIN_TIMEOUT_S": str(DRAIN_TIMEOUT_S)}
+    stack = await asyncio.to_thread(make_stack, tmp_path, 1, env)
     redis, mongo = redis_of(stack), mongo_of(stack)
     try:
         async with httpx.AsyncClient(base_url=stack.api_url, timeout=60) as api:
@@ -53,10 +62,10 @@ async def test_sigterm_drains_in_flight_work_without_redelivery(tmp_path: Path, 
             # When it gets SIGTERM
             t0 = time.monotonic()
             renderer.signal(signal.SIGTERM)
-            code = await asyncio.to_thread(renderer.popen.wait, DRAIN_BOUND_S)  # type: ignore[union-attr]
+            code = await asyncio.to_thread(renderer.popen.wait, DRAIN_BOUND_S + 30)  # type: ignore[union-attr]
             took = time.monotonic() - t0
-            # Then it exits cleanly within the bound, leaving nothing pending to redeliver
-            assert code == 0 and took < DRAIN_BOUND_S
+            # Then it exits cleanly within its bound, leaving nothing pending to redeliver
+            assert code == 0 and took < DRAIN_BOUND_S, took
             assert await pending_total(redis) == 0
             before = await redis.hgetall(streams.order_progress(order["id"]))
             assert 0 < int(before.get(b"rendered", 0)) < 400  # it rendered what it held, not more
@@ -87,7 +96,7 @@ async def test_redis_restart_mid_order_loses_nothing(tmp_path: Path, token: Toke
 
             # When Redis is stopped (SIGTERM: AOF flushed) and started again on its data
             await asyncio.to_thread(stack.procs["redis"].stop)
-            await asyncio.sleep(2.0)
+            await asyncio.sleep(OUTAGE_S)
             await _start_redis_again(stack)
 
             # Then every consumer carries on by itself: the same renderer processes,
@@ -99,7 +108,7 @@ async def test_redis_restart_mid_order_loses_nothing(tmp_path: Path, token: Toke
                 await completes_rendering_each_once(redis, mongo, o, 180)
             assert [p.pid for p in stack.renderers] == pids and all(p.alive() for p in stack.renderers)
             assert len(watcher.of_type("ticket.rendered")) == 5
-            await wait_until(lambda: _no_pending(redis), 30)
+            await wait_until(lambda: _no_pending(redis), 60)
     finally:
         await redis.aclose()
         await mongo.close()
@@ -126,11 +135,12 @@ async def test_sigterm_during_a_redis_outage_exits_within_the_bound(tmp_path: Pa
             await asyncio.to_thread(stack.procs["redis"].stop)
             t0 = time.monotonic()
             renderer.signal(signal.SIGTERM)
-            code = await asyncio.to_thread(renderer.popen.wait, 60)  # type: ignore[union-attr]
+            code = await asyncio.to_thread(renderer.popen.wait, 90)  # type: ignore[union-attr]
             took = time.monotonic() - t0
             # Then it exits within its bounds (the subscribers' grace, then the
-            # drain's), not after every Redis command has spent its retries
-            assert code == 0 and took < 2 * drain_timeout_s + 10, took
+            # drain's: 10 s; here with 20 s to spare for a loaded machine), not
+            # after every Redis command has spent its retries (~35 s each)
+            assert code == 0 and took < 2 * drain_timeout_s + 20, took
             print(f"\nDRAIN during a Redis outage: exit {took:.1f}s after SIGTERM")
 
             # And once Redis is back, a fresh renderer claims what it held: the order completes, once

@@ -72,12 +72,13 @@ async def test_poison_requests_are_dead_lettered_and_redriven_once(tmp_path: Pat
 
             # When renderers start
             watcher = ProgressWatcher(order["progress_url"], buyer)
-            watching = asyncio.create_task(watcher.run(timeout_s=120))
+            watching = asyncio.create_task(watcher.run(timeout_s=240))
             stack.start_renderer()
             stack.start_renderer()
-            await asyncio.wait_for(watching, 150)
+            await asyncio.wait_for(watching, 270)
 
             # Then the rest of the order completes and the buyer hears ticket.failed
+            assert watcher.done.is_set(), watcher.messages
             failed = watcher.of_type("ticket.failed")
             assert [m["ticket_id"] for m in failed] == [poisoned]
             assert "IsADirectoryError" in failed[0]["reason"] or "Error" in failed[0]["reason"]
@@ -89,11 +90,12 @@ async def test_poison_requests_are_dead_lettered_and_redriven_once(tmp_path: Pat
                 doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
                 return bool(doc and doc["status"] == status)
 
-            await wait_until(lambda: projected("partially_failed"), 30)
+            await wait_until(lambda: projected("partially_failed"), 120)
             t = await db_of(mongo).ticket_states.find_one({"_id": poisoned})
             assert t["status"] == "failed" and t["reason"]
 
             # And three dead letters: two malformed at once, one after N attempts with its history
+            await wait_until(lambda: _dead_letters_are(redis, 3), 60)
             listed = orjson.loads(ctl(env, "dlq", "list", "--json").stdout)
             assert len(listed) == 3
             malformed = [d for d in listed if not d["redrivable"]]
@@ -113,7 +115,7 @@ async def test_poison_requests_are_dead_lettered_and_redriven_once(tmp_path: Pat
             assert bad.returncode == 1 and "not re-drivable" in bad.stdout
 
             # Then the ticket renders once, the order completes with exact counters
-            await wait_until(lambda: projected("completed"), 60)
+            await wait_until(lambda: projected("completed"), 120)
             doc = await db_of(mongo).order_states.find_one({"_id": order["id"]})
             assert (doc["rendered"], doc["failed"]) == (10, 0)
             assert (await db_of(mongo).ticket_states.find_one({"_id": poisoned}))["status"] == "rendered"
@@ -126,11 +128,15 @@ async def test_poison_requests_are_dead_lettered_and_redriven_once(tmp_path: Pat
             assert [k for k, _ in kinds].count("order.completed") == 2  # partially_failed, then completed
             assert len(pdfs(stack, order["id"])) == 10
             assert await redis.xlen(streams.DEAD_LETTERS) == 2
-            await wait_until(lambda: _no_pending(redis), 10)
+            await wait_until(lambda: _no_pending(redis), 60)
     finally:
         await redis.aclose()
         await mongo.close()
         await asyncio.to_thread(stack.stop)
+
+
+async def _dead_letters_are(redis: object, n: int) -> bool:
+    return int(await redis.xlen(streams.DEAD_LETTERS)) == n  # type: ignore[attr-defined]
 
 
 async def _no_pending(redis: object) -> bool:
