@@ -1,24 +1,28 @@
 """The fast path (event page rendered once, ticket fields stamped) against the
 full WeasyPrint render of the same ticket: same pixels outside the QR, a QR that
-decodes to the same code, and a full-render fallback for what it cannot draw."""
+decodes to the same code, names in every script on the fast path with no
+.notdef glyph and text that extracts as typed, venue time and tier names, and a
+layout that holds every field at its maximum length."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import secrets
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+import pymupdf
 import pypdf
 import pypdfium2
 import pytest
 from PIL import Image, ImageChops
+from ticketry import fonts
 from ticketry.events import RenderRequest
 from ticketry.ids import MAX_TICKETS_PER_ORDER, new_id, ticket_id, ticket_ids
-from ticketry_renderer import fastpath
-from ticketry_renderer.render import Design, event_template, render_ticket, render_ticket_full
+from ticketry_renderer.render import Design, Undrawable, event_template, render_ticket, render_ticket_full
 
 from tests.helpers import decode_qr
 
@@ -123,31 +127,191 @@ def test_a_wrong_stamp_is_caught(design: Design, signer: Any) -> None:
     assert diff_outside(a, b, qr_box(design, req, a.size[1])) > 0.0005
 
 
-@pytest.mark.parametrize(
-    "holder",
-    [
-        "Łukasz Żółć",  # outside Windows-1252
-        "李小龍",  # not in the fonts the fast path embeds
-        "Ada  Lovelace",  # HTML collapses the double space
-        "Maximiliana Wolfeschlegelsteinhausenbergerdorff of Somewhere",  # wraps in its cell
-    ],
-)
-def test_undrawable_names_fall_back_to_the_full_render(design: Design, signer: Any, holder: str) -> None:
-    # Given a holder name the fast path cannot draw faithfully
+# Every script of issue 16, as buyers type them.
+WORLD_NAMES = [
+    "Łukasz Żółć",  # Polish (outside Windows-1252)
+    "Дмитрий Шостакович",  # Cyrillic
+    "Γιώργος Παπαδόπουλος",  # Greek
+    "Nguyễn Văn An",  # Vietnamese
+    "محمد علي",  # Arabic, right to left, joined
+    "李小龙",  # Chinese
+    "山田 太郎",  # Japanese
+    "김민준",  # Hangul
+    "Ωmega",  # Greek and Latin in one word
+    "דוד כהן",  # Hebrew, right to left
+    "สมชาย ใจดี",  # Thai
+    "अमित शर्मा",  # Devanagari: a vowel sign before its consonant, a conjunct
+]
+
+
+def glyphs_drawn(pdf: bytes) -> list[tuple[int, int, str]]:
+    """(character, glyph, font) of every glyph the page draws (PyMuPDF's trace)."""
+    doc = pymupdf.open(stream=pdf, filetype="pdf")
+    try:
+        return [(c[0], c[1], span["font"]) for span in doc[0].get_texttrace() for c in span["chars"]]
+    finally:
+        doc.close()
+
+
+def notdef(pdf: bytes) -> list[tuple[int, int, str]]:
+    """Glyphs drawn as .notdef (glyph 0)."""
+    return [g for g in glyphs_drawn(pdf) if g[1] == 0]
+
+
+def mupdf_text(pdf: bytes) -> str:
+    doc = pymupdf.open(stream=pdf, filetype="pdf")
+    try:
+        text: str = doc[0].get_text()
+    finally:
+        doc.close()
+    return text
+
+
+@pytest.mark.parametrize("holder", WORLD_NAMES)
+def test_every_script_is_stamped_like_the_full_render(design: Design, signer: Any, holder: str) -> None:
+    # Given a ticket whose holder writes their name in any script of the chain
     req = request(signer, holder)
+    fast_before, full_before = design.fast_rendered, design.full_rendered
+
+    # When it is rendered by the worker (fast path) and in full (the reference)
+    fast = render_ticket(req, design)
+    full = render_ticket_full(req, design)
+
+    # Then the fast path drew it, and the pages match outside the QR
+    assert design.fast_rendered == fast_before + 1 and design.full_rendered == full_before + 1
+    a, b = raster(fast), raster(full)
+    assert diff_outside(a, b, qr_box(design, req, a.size[1])) <= 0.001
+    # And the QR decodes to the ticket's code
+    assert decode_qr(fast) == req.code
+    # And no glyph is a .notdef box, on either path; every glyph of the fast path maps to text
+    assert notdef(fast) == [] and notdef(full) == []
+    assert [g for g in glyphs_drawn(fast) if g[0] == 0xFFFD] == []
+    # And the name extracts exactly as typed (right-to-left in logical order), with both extractors
+    assert holder in text_of(fast).splitlines()
+    assert holder in mupdf_text(fast).splitlines()
+
+
+def test_the_name_is_drawn_with_the_chain_fonts(design: Design, signer: Any) -> None:
+    # The fast path uses the font Pango picks: the first of the chain that has the character
+    pdf = render_ticket(request(signer, "山田 太郎"), design)
+    used = {font for ch, _, font in glyphs_drawn(pdf) if ch in {ord(c) for c in "山田太郎"}}
+    assert used and all("CJK" in f for f in used), used
+
+
+def test_a_misplaced_name_is_caught(design: Design, signer: Any) -> None:
+    # The comparison can fail: the same name, one font size off, differs from the reference
+    req = request(signer, "李小龙")
     template = event_template(req, design)
     assert template is not None
-    with pytest.raises(fastpath.Unsupported):
-        template.stamp(req)
+    moved = dataclasses.replace(template, holder=dataclasses.replace(template.holder, top=template.holder.top - 2))
+    a, b = raster(moved.stamp(req)), raster(render_ticket_full(req, design))
+    assert diff_outside(a, b, qr_box(design, req, a.size[1])) > 0.0001
 
-    # When the worker renders it
+
+@pytest.mark.parametrize("holder", ["\U00013000 Khufu", "Ada \ue000"])  # hieroglyph, private use
+def test_an_undrawable_name_is_refused_not_printed_as_boxes(design: Design, signer: Any, holder: str) -> None:
+    assert fonts.undrawable(holder) is not None
+    with pytest.raises(Undrawable):
+        render_ticket(request(signer, holder), design)
+    with pytest.raises(Undrawable):
+        render_ticket_full(request(signer, holder), design)
+
+
+def test_white_space_html_collapses_falls_back_to_the_full_render(design: Design, signer: Any) -> None:
+    req = request(signer, "Ada  Lovelace")
     full_before = design.full_rendered
     pdf = render_ticket(req, design)
-
-    # Then WeasyPrint rendered it in full, and it is a correct ticket
     assert design.full_rendered == full_before + 1
     assert decode_qr(pdf) == req.code
-    assert req.ticket_id in text_of(pdf)
+
+
+def test_venue_time_and_tier_name_are_printed(design: Design, signer: Any) -> None:
+    # Given an event at 18:00 UTC in Berlin (20:00 CEST), doors an hour earlier, tier "Balcony West"
+    req = request(
+        signer, "Ada Lovelace", starts_at=datetime(2027, 6, 1, 18, 0, tzinfo=UTC), timezone="Europe/Berlin",
+        doors_at=datetime(2027, 6, 1, 17, 0, tzinfo=UTC), tier="balcony", tier_name="Balcony West",
+    )  # fmt: skip
+    for pdf in (render_ticket(req, design), render_ticket_full(req, design)):
+        text = text_of(pdf)
+        # Then both paths print the venue's times with its zone, and the tier's name
+        assert "20:00 CEST" in text and "19:00 CEST" in text and "Tue 01 Jun 2027" in text
+        assert "18:00" not in text
+        assert "Balcony West" in text and "BALCONY WEST" in text
+        assert "VIP" not in text and "Standard" not in text
+
+
+def test_an_unnamed_tier_prints_its_id_capitalised(design: Design, signer: Any) -> None:
+    text = text_of(render_ticket(request(signer, tier="balcony"), design))
+    assert "Balcony" in text
+
+
+MM = 72 / 25.4
+
+
+def card_right_pt(pdf: bytes) -> float:
+    """The card's right edge: page width less the 14 mm margin and its 0.6 mm border."""
+    reader = pypdf.PdfReader(io.BytesIO(pdf))
+    return float(reader.pages[0].mediabox.width) - 14.6 * MM
+
+
+def test_every_field_at_its_maximum_length_stays_inside_the_card(design: Design, signer: Any) -> None:
+    # Given the longest texts the api accepts, in wide letters and in a wide script
+    req = request(
+        signer, "W" * 60, event_name="Ｗ" * 100 + "W" * 100, venue="M" * 200,
+        tier_name="Ｗ" * 40, tier="vip", lane="vip",
+    )  # fmt: skip
+    for pdf in (render_ticket(req, design), render_ticket_full(req, design)):
+        # Then the ticket is one page, and no glyph reaches past the card's right edge
+        assert len(pypdf.PdfReader(io.BytesIO(pdf)).pages) == 1
+        right = card_right_pt(pdf)
+        doc = pymupdf.open(stream=pdf, filetype="pdf")
+        try:
+            terms = min(w[1] for w in doc[0].get_text("words") if w[4] == "Conditions")
+            chars = [c for span in doc[0].get_texttrace() for c in span["chars"] if c[3][3] < terms]
+        finally:
+            doc.close()
+        assert max(c[3][2] for c in chars) <= right
+        # And the holder is one line inside its cell
+        holder = [c for c in chars if c[0] == ord("W") and abs(c[2][1] - chars_y(chars, "W" * 60)) < 0.01]
+        assert len(holder) == 60
+        # And the ticket id under the QR is one line inside the QR's column
+        assert notdef(pdf) == []
+
+
+def chars_y(chars: list[Any], holder: str) -> float:
+    """Baseline of the first run of ``holder`` (the holder line)."""
+    ys: dict[float, int] = {}
+    for c in chars:
+        if chr(c[0]) == holder[0]:
+            ys[round(c[2][1], 2)] = ys.get(round(c[2][1], 2), 0) + 1
+    return max((y for y, n in ys.items() if n >= len(holder)), default=-1.0)
+
+
+def test_the_ticket_id_under_the_qr_fits_its_column(design: Design, signer: Any) -> None:
+    req = request(signer)
+    template = event_template(req, design)
+    assert template is not None
+    q = template.qr
+    for pdf in (render_ticket(req, design), render_ticket_full(req, design)):
+        doc = pymupdf.open(stream=pdf, filetype="pdf")
+        try:
+            words = doc[0].get_text("words")
+        finally:
+            doc.close()
+        page_h = 842
+        under = [w for w in words if w[4] == req.ticket_id and w[1] > page_h - q.y - 1 and w[1] < page_h - q.y + 30]
+        assert len(under) == 1, words
+        x0, _, x1 = under[0][0], under[0][1], under[0][2]
+        # The QR column is 42 mm wide around the 38 mm code
+        assert x0 >= q.x - 2 * MM - 0.5 and x1 <= q.x + q.size + 2 * MM + 0.5
+
+
+def test_the_holder_cell_is_as_wide_as_fonts_measures(design: Design, signer: Any) -> None:
+    # ticketry.fonts fits names to HOLDER_WIDTH_PT: the design's cell must hold that much
+    template = event_template(request(signer), design)
+    assert template is not None
+    assert card_right_pt(render_ticket(request(signer), design)) > template.holder.x + fonts.HOLDER_WIDTH_PT
+    assert fonts.fits("W" * 40) and not fonts.fits("W" * 120)
 
 
 def test_one_template_per_event_look(signer: Any) -> None:

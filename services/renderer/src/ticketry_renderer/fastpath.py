@@ -9,23 +9,29 @@ How it works (pure, no I/O):
    spans of the same length in a monospace font, an empty ``<svg>`` for the QR), so
    WeasyPrint lays the page out exactly as for a real ticket but draws nothing
    there. We read each placeholder's position, font, size and colour from
-   WeasyPrint's layout boxes, embed a small WinAnsi subset of those very font
-   files (the ones Pango chose), and save the page with an empty overlay stream.
-2. **Per ticket** (≈ 0.5 ms): the overlay content stream (text in hex strings
-   of WinAnsi codes, QR as filled rectangles from zxing-cpp's C++ encoder) is
-   appended to the template bytes as a PDF incremental update (one object, one
-   xref entry, a trailer with ``/Prev``). No markup is parsed: the ticket fields
-   are encoded to glyph codes, nothing else.
+   WeasyPrint's layout boxes, embed a small WinAnsi subset of the ids' font
+   (the one Pango chose), reserve one font resource per font of the holder's
+   chain (``ticketry.fonts``), and save the page with an empty overlay stream.
+2. **Per ticket** (≈ 1 ms): the holder name is shaped by HarfBuzz exactly as
+   Pango lays it out (same chain, same itemization, bidi, size fitted by
+   ``ticketry.fonts``) and its glyphs embedded as per-ticket CID font subsets
+   (``cidfonts``); the overlay content stream (glyph codes, QR as filled
+   rectangles from zxing-cpp's C++ encoder) and those fonts are appended to the
+   template bytes as a PDF incremental update (a trailer with ``/Prev``). No
+   markup is parsed: the ticket fields are encoded to glyph codes, nothing else.
 
-A ticket the fast path cannot draw faithfully (a character outside the embedded
-charset, a holder name wider than its cell, ids of another length, whitespace
-HTML would collapse) raises :class:`Unsupported`; the caller renders it in full.
+Any holder name the chain can draw is stamped, in every script. What raises
+:class:`Unsupported` (the caller renders in full): ids of another length, white
+space HTML would collapse, a design without stampable slots.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import io
+import itertools
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -46,17 +52,17 @@ from pypdf.generic import (
     StreamObject,
     TextStringObject,
 )
+from ticketry import fonts
 from ticketry.events import RenderRequest
 from weasyprint.formatting_structure import boxes
 from weasyprint.text.fonts import get_hb_object_data, get_pango_font_hb_face
 
+from ticketry_renderer import cidfonts
+
 PX_TO_PT = 0.75
-# Holder names may use any printable Windows-1252 character; ids use the
-# characters of ticketry.ids (and a little more, for safety).
-_CP1252 = bytes(range(0x20, 0x7F)) + bytes(b for b in range(0x80, 0x100) if b not in (0x81, 0x8D, 0x8F, 0x90, 0x9D))
-HOLDER_CHARSET = frozenset(_CP1252.decode("cp1252"))
+# Ids use the characters of ticketry.ids (and a little more, for safety).
 ID_CHARSET = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-SLOT_CHARSETS = {"holder": HOLDER_CHARSET, "order": ID_CHARSET, "ticket": ID_CHARSET}
+SLOT_CHARSETS = {"order": ID_CHARSET, "ticket": ID_CHARSET}
 QR_QUIET_MODULES = 2  # the same quiet zone as the full render's segno SVG
 
 
@@ -92,6 +98,17 @@ class TextSlot:
 
 
 @dataclass(frozen=True)
+class HolderSlot:
+    """The holder's line: a fixed line box (``dd.holder``) at any size and fonts."""
+
+    x: float  # pt, left edge of the line
+    top: float  # pt, PDF y of the line box's top
+    line_height: float  # pt
+    rgb: tuple[float, float, float]
+    fonts: tuple[int, ...]  # per face of the chain: the reserved Type0 object (/TkH<i>)
+
+
+@dataclass(frozen=True)
 class QrSlot:
     x: float  # pt, bottom-left of the QR box
     y: float
@@ -109,44 +126,99 @@ class Template:
     prev_xref: int
     texts: tuple[TextSlot, ...]
     qr: QrSlot
+    holder: HolderSlot
 
     def stamp(self, req: RenderRequest) -> bytes:
         ops = [b"q"]
         for slot in self.texts:
             ops.append(_text_op(slot, _value(req, slot)))
+        holder_ops, objects = _holder(self.holder, req.holder_name, self.size)
+        ops.append(holder_ops)
         ops.append(_qr_ops(self.qr, req.code))
         ops.append(b"Q")
         content = zlib.compress(b"\n".join(ops), 1)
-        off = len(self.base)
-        obj = b"%d 0 obj\n<</Length %d /Filter /FlateDecode>>\nstream\n%s\nendstream\nendobj\n" % (
-            self.overlay_obj,
-            len(content),
-            content,
-        )
-        xref_off = off + len(obj)
-        tail = b"xref\n%d 1\n%010d 00000 n \ntrailer\n<</Size %d %s /Prev %d>>\nstartxref\n%d\n%%%%EOF\n" % (
-            self.overlay_obj,
-            off,
-            self.size,
-            self.trailer_tail,
-            self.prev_xref,
-            xref_off,
-        )
-        return b"".join((self.base, obj, tail))
+        objects.append((self.overlay_obj, b"<</Length %d /Filter /FlateDecode>>\nstream\n%s\nendstream" % (
+            len(content), content)))  # fmt: skip
+        parts, xref, off = [self.base], [b"xref\n"], len(self.base)
+        for num, body in sorted(objects):
+            obj = b"%d 0 obj\n%s\nendobj\n" % (num, body)
+            parts.append(obj)
+            xref.append(b"%d 1\n%010d 00000 n \n" % (num, off))
+            off += len(obj)
+        size = max(self.size, max(num for num, _ in objects) + 1)
+        xref.append(b"trailer\n<</Size %d %s /Prev %d>>\nstartxref\n%d\n%%%%EOF\n" % (
+            size, self.trailer_tail, self.prev_xref, off))  # fmt: skip
+        return b"".join(parts + xref)
+
+
+@functools.cache
+def _subsetters() -> tuple[cidfonts.Subsetter, ...]:
+    return tuple(cidfonts.Subsetter(face) for face in fonts.chain())
+
+
+def _holder(slot: HolderSlot, name: str, next_obj: int) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """The holder's text operators and the CID fonts they use (objects from ``next_obj``)."""
+    # HTML collapses and strips white space; keep the fast path exactly equivalent.
+    if not name or name != " ".join(name.split(" ")).strip() or "  " in name or "\n" in name or "\t" in name:
+        raise Unsupported("holder: white space HTML would collapse")
+    size = fonts.fitted_size(name)
+    if size is None:
+        raise Unsupported("holder: a character no font of the chain has")
+    line = fonts.shape(name)
+    faces = fonts.chain()
+    used = [faces[i] for i in line.faces()] or [faces[0]]
+    # WeasyPrint's line box: the strut (first font) and the text's run both
+    # centred in the line height by their ascent - descent; the lower baseline wins.
+    strut = faces[0].ascent - faces[0].descent
+    run_box = max(f.ascent for f in used) - max(f.descent for f in used)
+    baseline = slot.top - (slot.line_height + max(strut, run_box) * size) / 2
+    # Glyphs in visual order (as WeasyPrint draws them), each with the text it
+    # stands for, handed out in logical order within its cluster: one character
+    # per glyph, the rest to the last one.
+    placed: list[tuple[int, int, float, float, str]] = []  # face, gid, x, y, text
+    pen = slot.x
+    for run in line.runs:
+        bounds = [*sorted({gl.cluster for gl in run.glyphs}), run.end]
+        end_of = dict(itertools.pairwise(bounds))
+        texts: list[str] = []
+        seen: dict[int, int] = {}
+        members = {c: sum(1 for gl in run.glyphs if gl.cluster == c) for c in end_of}
+        for gl in reversed(run.glyphs) if run.rtl else run.glyphs:
+            k = seen[gl.cluster] = seen.get(gl.cluster, -1) + 1
+            chars = name[gl.cluster : end_of[gl.cluster]]
+            texts.append(chars[k:] if k == members[gl.cluster] - 1 else chars[k : k + 1])
+        if run.rtl:
+            texts.reverse()
+        for gl, text in zip(run.glyphs, texts, strict=True):
+            if gl.gid == 0:
+                raise Unsupported("holder: .notdef")  # never drawn: undrawable names are refused first
+            placed.append((run.face, gl.gid, pen + gl.dx * size, baseline + gl.dy * size, text))
+            pen += gl.advance * size
+    objects: list[tuple[int, bytes]] = []
+    codes: dict[int, dict[tuple[int, str], int]] = {}
+    for face in sorted({p[0] for p in placed}):
+        uses = [(p[1], p[4]) for p in placed if p[0] == face]
+        # Each font: its reserved Type0 object, then new ones.
+        embedded = cidfonts.embed(_subsetters()[face], uses, slot.fonts[face], next_obj + len(objects) - len(codes))
+        codes[face] = embedded.codes
+        objects.extend(embedded.objects)
+    r, g, b = slot.rgb
+    ops = [b"BT %.4f %.4f %.4f rg" % (r, g, b)]
+    current = -1
+    for face, gid, x, y, piece in placed:
+        if face != current:
+            ops.append(b"/TkH%d %.3f Tf" % (face, size))
+            current = face
+        ops.append(b"1 0 0 1 %.3f %.3f Tm <%04X> Tj" % (x, y, codes[face][(gid, piece)]))
+    ops.append(b"ET")
+    return b"\n".join(ops), objects
 
 
 def _value(req: RenderRequest, slot: TextSlot) -> str:
-    value: str = {"holder": req.holder_name, "order": req.order_id, "ticket": req.ticket_id}[slot.field]
+    value: str = {"order": req.order_id, "ticket": req.ticket_id}[slot.field]
     if not set(value) <= slot.font.cmap:
         raise Unsupported(f"{slot.field}: characters outside the embedded font")
-    if slot.field == "holder":
-        # HTML collapses and strips white space; keep the fast path exactly equivalent.
-        if not value or value != " ".join(value.split(" ")).strip() or "  " in value:
-            raise Unsupported("holder: white space HTML would collapse")
-        width = sum(slot.font.widths[c] for c in value) * slot.size / 1000
-        if width > slot.max_width - 0.5:
-            raise Unsupported("holder: wider than its cell (would wrap)")
-    elif len(value) != slot.placeholder_len:
+    if len(value) != slot.placeholder_len:
         raise Unsupported(f"{slot.field}: length differs from the template's")
     return value
 
@@ -215,22 +287,28 @@ def build_template(document: Any, event_title: str) -> Template:
     page_h = page.height * PX_TO_PT
     found: list[tuple[str, Any, Any]] = []
     qr: QrSlot | None = None
+    holder: tuple[Any, Any] | None = None
     for box, block in _walk(page._page_box, None):
         element = getattr(box, "element", None)
         slot = element.get("data-slot") if element is not None else None
         if slot is None:
             continue
         if isinstance(box, boxes.TextBox):
-            found.append((slot, box, block))
+            if slot == "holder":
+                if holder is not None:
+                    raise Unsupported("holder: more than one slot")
+                holder = (box, block)
+            else:
+                found.append((slot, box, block))
         elif slot == "qr" and isinstance(box, boxes.ReplacedBox):
             qr = QrSlot(
                 x=box.content_box_x() * PX_TO_PT,
                 y=page_h - (box.content_box_y() + box.height) * PX_TO_PT,
                 size=min(box.width, box.height) * PX_TO_PT,
             )
-    if qr is None or not found:
+    if qr is None or holder is None or not found:
         raise Unsupported("design has no stampable slots")
-    fonts = _FontSet()
+    font_set = _FontSet()
     specs = []
     for slot, box, block in found:
         font_bytes, index = _pango_font_file(box)
@@ -244,7 +322,7 @@ def build_template(document: Any, event_title: str) -> Template:
                 y=page_h - (box.position_y + box.baseline) * PX_TO_PT,
                 size=box.style["font_size"] * PX_TO_PT,
                 rgb=(float(color.coordinates[0]), float(color.coordinates[1]), float(color.coordinates[2])),
-                font_key=fonts.add(font_bytes, index, SLOT_CHARSETS[slot]),
+                font_key=font_set.add(font_bytes, index, SLOT_CHARSETS[slot]),
                 placeholder_len=len(box.text),
                 max_width=(block.content_box_x() + block.width - box.position_x) * PX_TO_PT,
             )
@@ -255,7 +333,26 @@ def build_template(document: Any, event_title: str) -> Template:
             raise Unsupported(f"{slot}: duplicate slot")  # pragma: no cover - defensive
         if len({s.placeholder_len for s in specs if s.field == slot}) > 1:
             raise Unsupported(f"{slot} wraps in this design")
-    return _assemble(document.write_pdf(), specs, qr, fonts, event_title)
+    return _assemble(document.write_pdf(), specs, qr, _holder_spec(*holder, page_h), font_set, event_title)
+
+
+def _holder_spec(box: Any, block: Any, page_h: float) -> HolderSlot:
+    """The holder's line box from the placeholder's layout (fonts reserved in ``_assemble``)."""
+    line_height = block.style["line_height"]
+    if not (hasattr(line_height, "unit") and line_height.unit == "px") or block.style["white_space"] != "nowrap":
+        raise Unsupported("holder: the design does not give it one line of a fixed height")
+    if abs(box.position_x - block.content_box_x()) > 0.01:
+        raise Unsupported("holder: not left-aligned")
+    color = box.style["color"].to("srgb")
+    if color.alpha != 1:
+        raise Unsupported("translucent text")
+    return HolderSlot(
+        x=box.position_x * PX_TO_PT,
+        top=page_h - block.content_box_y() * PX_TO_PT,
+        line_height=line_height.value * PX_TO_PT,
+        rgb=(float(color.coordinates[0]), float(color.coordinates[1]), float(color.coordinates[2])),
+        fonts=(),
+    )
 
 
 @dataclass(frozen=True)
@@ -388,16 +485,29 @@ def _stream(data: bytes) -> Any:
     return s
 
 
-def _assemble(pdf: bytes, specs: list[_SlotSpec], qr: QrSlot, fonts: _FontSet, title: str) -> Template:
+def _assemble(
+    pdf: bytes, specs: list[_SlotSpec], qr: QrSlot, holder: HolderSlot, font_set: _FontSet, title: str
+) -> Template:
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf)))
     page = writer.pages[0]
     resources: Any = page[NameObject("/Resources")].get_object()
     font_dict: Any = resources.get("/Font")
     font_dict = font_dict.get_object() if font_dict is not None else DictionaryObject()
     embedded: dict[str, EmbeddedFont] = {}
-    for key, (data, index, charset, name) in fonts.files.items():
+    for key, (data, index, charset, name) in font_set.files.items():
         ref, embedded[key] = _font_objects(writer, name, data, index, charset)
         font_dict[NameObject("/" + name)] = ref
+    # One font resource per face of the holder's chain; each ticket replaces the
+    # ones its name uses (the placeholder is never drawn with).
+    reserved = []
+    for i in range(len(fonts.chain())):
+        ref = writer._add_object(DictionaryObject({
+            NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }))  # fmt: skip
+        font_dict[NameObject(f"/TkH{i}")] = ref
+        reserved.append(ref.idnum)
+    holder = dataclasses.replace(holder, fonts=tuple(reserved))
     texts = tuple(
         TextSlot(
             field=s.field, x=s.x, y=s.y, size=s.size, rgb=s.rgb, font=embedded[s.font_key],
@@ -433,4 +543,5 @@ def _assemble(pdf: bytes, specs: list[_SlotSpec], qr: QrSlot, fonts: _FontSet, t
         prev_xref=prev,
         texts=texts,
         qr=qr,
+        holder=holder,
     )
