@@ -26,15 +26,16 @@ REDACTED = "[redacted]"
 # Query parameters whose values are kept: ids that help debugging and are no secret.
 _SAFE_PARAMS = frozenset({"after"})
 # ``/path?query`` or ``scheme://host/path?query``: every value not in _SAFE_PARAMS goes.
-_QUERY = re.compile(r"(/[^\s?\"'<>]*)\?([^\s\"'<>]+)")
+# (Values here stop at a backslash: in a JSON line it escapes the closing quote.)
+_QUERY = re.compile(r"(/[^\s?\"'<>\\]*)\?([^\s\"'<>\\]+)")
 # ``token=…`` and friends anywhere (a fragment, a form body, a query not after a path).
 _SECRET_PARAM = re.compile(
     r"(?i)\b(token|access_token|id_token|refresh_token|jwt|api_key|apikey|secret|password|passwd|signature)"
-    r"(=|%3D)([^&\s\"'#;,<>]+)"
+    r"(=|%3D)([^&\s\"'#;,<>\\]+)"
 )
 # ``Authorization: Bearer x``, ``'authorization': 'Basic x'``, ``(b'authorization', b'x')``.
 _AUTH_HEADER = re.compile(
-    r"(?i)\b((?:proxy-)?authorization|sec-websocket-protocol)(['\"]?\s*[:=,]\s*(?:b?['\"])?)([^\"'\n]+)"
+    r"(?i)\b((?:proxy-)?authorization|sec-websocket-protocol)(['\"]?\s*[:=,]\s*(?:b?['\"])?)([^\"'\n\\]+)"
 )
 # ``Bearer x`` and the WebSocket subprotocol form ``bearer.x``.
 _BEARER = re.compile(r"(?i)\b(bearer)([ .]+)([A-Za-z0-9\-._~+/]+=*)")
@@ -66,9 +67,13 @@ def redact(text: str) -> str:
     return _JWT.sub(REDACTED, text)
 
 
-def _redact_value(value: Any) -> Any:
+def _redact_value(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return redact(value)
+    if depth < 3 and isinstance(value, dict):
+        return {k: _redact_value(v, depth + 1) for k, v in value.items()}
+    if depth < 3 and isinstance(value, list | tuple):
+        return type(value)(_redact_value(v, depth + 1) for v in value)
     if isinstance(value, bytes):
         text = value.decode("utf-8", "replace")
         clean = redact(text)
