@@ -19,6 +19,11 @@ Streams
     until an operator re-drives or deletes them.
 ``ticketry:scaler:decisions``
     One entry per scaling decision (reason, inputs, from, to). ``MAXLEN ~ 10000``.
+``ticketry:designs:requests``
+    Designs (stamping templates) to build ahead of an event's first ticket, one
+    entry per event look (fields: a sample ``events.RenderRequest``), appended by
+    ``ticketry.designs.request_designs``. Consumer group ``designers`` (every
+    renderer; one builds each). ``MAXLEN ~ DESIGN_REQUESTS_MAXLEN``.
 
 Keys
 ----
@@ -50,6 +55,11 @@ Keys
     Scaler leadership lock, TTL ``LEADER_TTL_S``.
 ``ticketry:scaler:fence`` (integer) — fencing token counter, no TTL.
 ``ticketry:ratelimit:{scope}:{user}`` (integer) — fixed-window counter, TTL = window.
+``ticketry:design:{digest}`` (string: a renderer's serialized stamping template)
+    An event look's design, built once by any renderer and loaded by the others
+    (``digest``: sha256 of the template key). TTL ``DESIGN_TTL_S``, refreshed on use.
+``ticketry:design:{digest}:building`` (string: builder) — one builder at a time,
+    TTL ``DESIGN_LOCK_MS``.
 """
 
 from __future__ import annotations
@@ -138,3 +148,21 @@ def renderer_heartbeat(consumer: str) -> str:
 def rate_limit(scope: str, user_id: str) -> str:
     """Fixed-window rate-limit counter."""
     return f"ticketry:ratelimit:{scope}:{user_id}"
+
+
+# -- designs built ahead of the first ticket (issue 16) ------------------------------
+DESIGN_REQUESTS: Final = "ticketry:designs:requests"
+DESIGNERS_GROUP: Final = "designers"
+DESIGN_REQUESTS_MAXLEN: Final = 10_000
+DESIGN_TTL_S: Final = 30 * 24 * 3600
+DESIGN_LOCK_MS: Final = 10_000
+
+
+def design(digest: str) -> str:
+    """A stored design (stamping template) by its digest."""
+    return f"ticketry:design:{digest}"
+
+
+def design_lock(digest: str) -> str:
+    """Held by the one process building a design."""
+    return f"ticketry:design:{digest}:building"
