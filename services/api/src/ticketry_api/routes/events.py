@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Annotated
+from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Query
 from ticketry.auth import Principal
@@ -32,9 +34,11 @@ Cursor = Annotated[str | None, Query(max_length=200)]
 
 
 def event_out(e: Event, sold: Head) -> EventOut:
+    """An event as the API shows it: times in the venue's zone (stored in UTC)."""
+    zone = ZoneInfo(e.timezone)
     return EventOut(
-        id=e.id, name=e.name, venue=e.venue, timezone=e.timezone, starts_at=e.starts_at,
-        doors_at=e.doors_at or e.starts_at, capacity=e.capacity, sold=sold.sold,
+        id=e.id, name=e.name, venue=e.venue, timezone=e.timezone, starts_at=e.starts_at.astimezone(zone),
+        doors_at=(e.doors_at or e.starts_at).astimezone(zone), capacity=e.capacity, sold=sold.sold,
         price=str(minor_to_decimal(e.price_minor)), currency=e.currency,
         tiers=[
             TierOut(
@@ -59,8 +63,8 @@ async def create_event(body: EventIn, who: Organizer) -> EventOut:
         id=new_id("ev"),
         name=body.name,
         venue=body.venue,
-        starts_at=body.starts_at,
-        doors_at=body.doors_at,
+        starts_at=body.starts_at.astimezone(UTC),
+        doors_at=body.doors_at.astimezone(UTC) if body.doors_at else None,
         timezone=body.timezone,
         capacity=body.capacity,
         price_minor=int(body.price * 100),
