@@ -45,7 +45,11 @@ def rss_mb(pid: int) -> float:
 async def create_event(api: httpx.AsyncClient, capacity: int) -> str:
     body = {
         "name": "Big On-Sale Night", "venue": "Loopback Arena", "starts_at": "2027-06-01T19:30:00Z",
-        "capacity": capacity, "price": "25.00", "currency": "EUR",
+        "capacity": capacity, "price": "25.00", "currency": "EUR", "timezone": "Europe/Berlin",
+        "tiers": [
+            {"id": "standard", "name": "Standard", "price": "25.00"},
+            {"id": "vip", "name": "VIP", "price": "80.00", "lane": "vip"},
+        ],
     }  # fmt: skip
     r = await api.post("/v1/events", json=body, headers=hdr(token("bench-org", "organizer")))
     r.raise_for_status()
