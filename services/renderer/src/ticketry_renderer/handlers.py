@@ -42,7 +42,7 @@ from ticketry.storage import pdf_path, sync_storage, write_atomic
 from ticketry.tasks import pause
 from ticketry.tracing import context_from, current_traceparent, tracer
 
-from ticketry_renderer import metrics
+from ticketry_renderer import designs, metrics
 from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.rate import RateMeter, utilisation
 from ticketry_renderer.render import Design, render_ticket
@@ -144,6 +144,12 @@ class Worker:
             done = await self._already_done(decoded)
             # A cancelled order's tickets are never rendered: acked, counted, no PDF.
             cancelled = await cancelled_orders(self.redis, list({req.order_id for _, req in decoded}))
+            # Each event look's design: loaded from a peer that stored it, else built here once.
+            todo = [
+                r for _, r in decoded if r.order_id not in cancelled and r.ticket_id not in done.get(r.order_id, ())
+            ]
+            if todo:
+                await designs.prepare(self.redis, self.design, todo, self.consumer)
             touched = time.monotonic()
             wrote = False
             for i, (entry_id, req) in enumerate(decoded):
@@ -185,6 +191,25 @@ class Worker:
             await pipe.execute()
         if entries:
             metrics.BATCH_SECONDS.observe(time.perf_counter() - t0)
+
+    async def build_designs(self, entries: Sequence[Entry]) -> int:
+        """Design requests (``ticketry.designs.request_designs``): build and store
+        the designs no peer stored yet, then ack. Best effort: a design that
+        fails here is built (or its error reported) at its first ticket."""
+        requests = []
+        for _, fields in entries:
+            try:
+                requests.append(decode_render_request(fields))
+            except DecodeError as exc:
+                log.warning("renderer: undecodable design request", extra={"error": str(exc)[:200]})
+        try:
+            built = await designs.prepare(self.redis, self.design, requests, self.consumer)
+        finally:
+            if entries:
+                await self.redis.xack(streams.DESIGN_REQUESTS, streams.DESIGNERS_GROUP, *[e for e, _ in entries])
+        if built:
+            log.info("renderer: designs built ahead of their first ticket", extra={"built": built})
+        return built
 
     async def _keep_alive(self, lane: str, ids: list[Any], touched: float) -> float:
         """Reset the idle time of the batch's remaining entries once a third of

@@ -14,7 +14,7 @@ from faststream.redis import RedisBroker, StreamSub
 from prometheus_client import start_http_server
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from ticketry import streams
+from ticketry import designs, streams
 from ticketry.db import Entry, connect_redis, ensure_groups
 from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
@@ -100,12 +100,25 @@ def create_app(settings: RendererSettings, consumer: str) -> _App:
     lane_subscriber(streams.RENDER_VIP, settings.vip_batch)
     lane_subscriber(streams.RENDER_STD, settings.std_batch)
 
+    # Designs asked for ahead of an event's first ticket: one renderer builds each, all load it.
+    @broker.subscriber(
+        stream=StreamSub(
+            streams.DESIGN_REQUESTS, group=streams.DESIGNERS_GROUP, consumer=consumer, batch=True,
+            max_records=8, polling_interval=settings.poll_ms,
+        ),
+        ack_policy=AckPolicy.MANUAL,
+        decoder=_entries,
+    )  # fmt: skip
+    async def designs_requested(entries: Any) -> None:
+        await worker.build_designs(entries)
+
     app = _App(broker)
 
     @app.on_startup
     async def startup() -> None:
         settings.storage_dir.mkdir(parents=True, exist_ok=True)
         await ensure_groups(redis)
+        await designs.ensure_group(redis)
         if settings.metrics_port and not _metrics_started:
             start_http_server(settings.metrics_port, addr="127.0.0.1")
             _metrics_started.append(True)

@@ -102,6 +102,13 @@ class Design:
     fast_rendered: int = 0
     full_rendered: int = 0
 
+    def remember(self, key: tuple[Any, ...], template: fastpath.Template | None) -> None:
+        """Cache an event look's template (built here or loaded from a peer)."""
+        self.templates[key] = template
+        self.templates.move_to_end(key)
+        while len(self.templates) > TEMPLATE_CACHE_SIZE:
+            self.templates.popitem(last=False)
+
     @classmethod
     def default(cls, *, fast: bool = True) -> Design:
         env = SandboxedEnvironment(autoescape=select_autoescape(default=True), undefined=StrictUndefined)
@@ -221,13 +228,9 @@ def template_key(t: RenderRequest, design: Design) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def event_template(t: RenderRequest, design: Design) -> fastpath.Template | None:
-    """The fast path's page for this ticket's event (built once, then cached);
-    None when this design cannot be stamped."""
-    key = template_key(t, design)
-    if key in design.templates:
-        design.templates.move_to_end(key)
-        return design.templates[key]
+def build_event_template(t: RenderRequest, design: Design) -> fastpath.Template | None:
+    """Lay out this ticket's event look with placeholders and make it a stamping
+    template (~0.4 s); None when this design cannot be stamped."""
     ctx = event_context(t)
     ctx["t"] = fastpath.placeholder_request(t)
     ctx["qr_svg"] = fastpath.QR_PLACEHOLDER
@@ -235,15 +238,22 @@ def event_template(t: RenderRequest, design: Design) -> fastpath.Template | None
         html = design.html_template.render(**ctx)
     except Exception as exc:
         raise TemplateError(f"template failed: {type(exc).__name__}: {exc}"[:300]) from exc
-    template: fastpath.Template | None
     try:
-        template = fastpath.build_template(_layout(html, design), t.event_name)
+        return fastpath.build_template(_layout(html, design), t.event_name)
     except fastpath.Unsupported as exc:
         log.info("renderer: fast path unavailable for this design", extra={"reason": str(exc)[:200]})
-        template = None
-    design.templates[key] = template
-    while len(design.templates) > TEMPLATE_CACHE_SIZE:
-        design.templates.popitem(last=False)
+        return None
+
+
+def event_template(t: RenderRequest, design: Design) -> fastpath.Template | None:
+    """The fast path's page for this ticket's event (built once, then cached);
+    None when this design cannot be stamped."""
+    key = template_key(t, design)
+    if key in design.templates:
+        design.templates.move_to_end(key)
+        return design.templates[key]
+    template = build_event_template(t, design)
+    design.remember(key, template)
     return template
 
 

@@ -1,0 +1,138 @@
+"""Designs built before they are needed: asked for by the api, built by one
+renderer, stored in Redis and loaded (not rebuilt) by every other renderer
+process, against a real redis-server started here."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from ticketry import designs, streams
+from ticketry.db import entries_of
+from ticketry_renderer import designs as stored
+from ticketry_renderer.render import Design, event_template, render_ticket, template_key
+
+from tests.helpers import decode_qr
+from tests.unit.test_render_fidelity import Signer, request, text_of
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    data = tmp_path_factory.mktemp("designs-redis")
+    proc = subprocess.Popen(
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--save", "",
+         "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "redis did not start"
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+async def redis(redis_server: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_server)
+    await client.flushall()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the events whose design was built (rather than loaded)."""
+    seen: list[str] = []
+    real = stored.build_event_template
+
+    def counting(t: Any, design: Design) -> Any:
+        seen.append(t.event_name)
+        return real(t, design)
+
+    monkeypatch.setattr(stored, "build_event_template", counting)
+    return seen
+
+
+def test_a_design_survives_being_stored() -> None:
+    # A template, serialized and loaded back, stamps the same bytes
+    design, signer = Design.default(), Signer()
+    req = request(signer, "山田 太郎")
+    template = event_template(req, design)
+    assert template is not None
+    again = stored.loads(stored.dumps(template))
+    assert again is not None and again.stamp(req) == template.stamp(req)
+    assert stored.loads(stored.dumps(None)) is None
+    with pytest.raises(ValueError, match="not a stored design"):
+        stored.loads(b"PK\x03\x04 not a design")
+
+
+async def test_a_requested_design_is_built_once_and_loaded_everywhere(redis: Redis, builds: list[str]) -> None:
+    signer = Signer()
+    sample = request(signer, event_name="Opening Night", tier="balcony", tier_name="Balcony")
+    # Given the api asked for the design of a new event's tier
+    ids = await designs.request_designs(redis, [sample])
+    assert len(ids) == 1
+
+    # When one renderer process (group designers) handles the request
+    from ticketry_renderer.config import RendererSettings
+    from ticketry_renderer.handlers import Worker
+
+    settings = RendererSettings.model_construct()  # the worker only needs its Redis here
+    first = Worker(redis=redis, settings=settings, consumer="r1", design=Design.default())
+    got: Any = await redis.xreadgroup(streams.DESIGNERS_GROUP, "r1", {streams.DESIGN_REQUESTS: ">"}, count=10)
+    assert await first.build_designs(entries_of(got)) == 1
+
+    # Then it is stored and the request acked
+    name = stored.digest(template_key(sample, first.design))
+    assert await redis.exists(streams.design(name)) == 1
+    pending: Any = await redis.xpending(streams.DESIGN_REQUESTS, streams.DESIGNERS_GROUP)
+    assert pending["pending"] == 0
+
+    # And another process renders the event's first ticket from the stored design, without building it
+    other = Design.default()
+    ticket = request(signer, "Nguyễn Văn An", event_name="Opening Night", tier="balcony", tier_name="Balcony")
+    assert await stored.prepare(redis, other, [ticket], "r2") == 0
+    pdf = render_ticket(ticket, other)
+    assert other.fast_rendered == 1 and other.full_rendered == 0
+    assert decode_qr(pdf) == ticket.code and "Nguyễn Văn An" in text_of(pdf)
+    assert builds == ["Opening Night"]
+
+
+async def test_two_processes_never_build_the_same_design(redis: Redis, builds: list[str]) -> None:
+    # Given two renderer processes meeting a new event's first tickets at the same time
+    signer = Signer()
+    a, b = Design.default(), Design.default()
+    reqs = [request(signer, event_name="Same Night") for _ in range(2)]
+
+    # When both prepare its design
+    built = await asyncio.gather(stored.prepare(redis, a, reqs[:1], "r1"), stored.prepare(redis, b, reqs[1:], "r2"))
+
+    # Then one built it, the other loaded it, and both stamp from it
+    assert sorted(built) == [0, 1] and builds == ["Same Night"]
+    for design, req in ((a, reqs[0]), (b, reqs[1])):
+        render_ticket(req, design)
+        assert design.fast_rendered == 1
