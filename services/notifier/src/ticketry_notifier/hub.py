@@ -116,7 +116,9 @@ class Hub:
                 continue
             except Exception as exc:
                 if "no such key" in str(exc).lower():
-                    await asyncio.sleep(0.5)
+                    # No stream yet: its first entry will be one to deliver (waiting
+                    # for the stream and starting at its end would skip that one).
+                    self.last_id = "0-0"
                     continue
                 log.exception("hub: read failed")
                 await asyncio.sleep(0.5)
