@@ -5,10 +5,12 @@ limits, namespaced idempotency, lists with cursors, events from before tiers."""
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 from typing import Any
 
 import httpx
+import pypdf
 import pytest
 from ticketry import streams
 from ticketry.auth import issue_token
@@ -360,3 +362,27 @@ async def test_an_event_from_before_tiers_sells_one_standard_tier_in_utc(
     assert order.status_code == 202 and order.json()["unit_price"] == "15.00", order.text
     assert (await place_order(api, buyer, event_id, 1, tier="vip")).status_code == 422
     await codes(api, order.json(), buyer)
+
+
+async def test_each_ticket_prints_its_holder_in_venue_time(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    # Given an event at 20:00 in Berlin and an order naming each ticket's holder, in three scripts
+    org, buyer = token("dom-org-12", "organizer"), token("dom-buyer-12", "buyer")
+    event = await create_event(
+        api, org, starts_at="2027-06-01T20:00:00+02:00", doors_at="2027-06-01T18:30:00+02:00", timezone="Europe/Berlin"
+    )
+    holders = ["Łukasz Żółć", "李小龙", "Дмитрий Шостакович"]
+    r = await place_order(api, buyer, event["id"], 3, holders=holders)
+    assert r.status_code == 202, r.text
+    order = r.json()
+    await rendered(api, order, buyer)
+    # Then each ticket prints its own holder, and the venue's 20:00 (not 18:00 UTC)
+    for tid, holder in zip(order["tickets"], holders, strict=True):
+        assert (await api.get(f"/v1/tickets/{tid}", headers=bearer(buyer))).json()["holder_name"] == holder
+        pdf = await api.get(f"/v1/tickets/{tid}/pdf", headers=bearer(buyer))
+        text = pypdf.PdfReader(io.BytesIO(pdf.content)).pages[0].extract_text()
+        assert holder in text and "20:00" in text and "18:30" in text and "18:00" not in text, text
+    # And a name no font can draw, or too long for its line, is refused at once (never boxes, never wrapped)
+    for bad in (["Ra 𓂀", "Ada", "Bob"], ["W" * 120, "Ada", "Bob"]):
+        r = await place_order(api, buyer, event["id"], 3, holders=bad)
+        assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem+json"), r.text
+    assert (await place_order(api, buyer, event["id"], 2, holders=["Only One"])).status_code == 422

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import uvicorn
 from fastapi import FastAPI
+from ticketry import fonts
 from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo, connect_redis, ensure_groups
 from ticketry.runtime import freeze_startup_heap
@@ -47,6 +48,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         mongo = await connect_mongo(settings.mongo_url, create_indexes=True, pool_size=settings.mongo_pool)
         await ensure_groups(redis)
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
+        # The fonts that judge holder names load here, not in the first order.
+        await asyncio.to_thread(fonts.fits, "Ticketry")
         app.state.ticketry = AppState(settings, redis, keyring)
         # Fail at start-up, not on every request, when the token keys are unusable.
         app.state.ticketry.token_verifier()

@@ -47,13 +47,13 @@ from decimal import Decimal
 
 import orjson
 from redis.asyncio import Redis
-from ticketry import streams
+from ticketry import designs, fonts, streams
 from ticketry.auth import Principal
 from ticketry.codes import Keyring
 from ticketry.db import as_text
 from ticketry.documents import Event, Order, Tier, is_placed
 from ticketry.events import RenderRequest
-from ticketry.ids import is_valid_id, new_id, ticket_ids
+from ticketry.ids import is_valid_id, new_id, ticket_id, ticket_ids
 from ticketry.tracing import current_traceparent
 
 from ticketry_api import capacity, ratelimit, writes
@@ -127,6 +127,7 @@ async def place_order(
     tier = event.tier(body.tier)
     if tier is None:
         raise Problem(422, "unknown tier", f"this event sells the tiers {', '.join(t.id for t in event.tier_list())}")
+    check_names({body.holder_name, *(body.holders or ())})
 
     order_id = new_id("or")
     order = Order(
@@ -154,6 +155,58 @@ async def place_order(
         raise Problem(409, "sold out", f"the event or its tier {tier.id!r} has fewer tickets left than requested")
     first_dup, _ = await taken.written()
     return await record(redis, keyring, event, order, order_written=first_dup != 0)
+
+
+def check_names(names: set[str]) -> None:
+    """422 for a name the ticket cannot print: a character no font of the
+    design's chain draws (never boxes), or too long for its line even at the
+    smallest size (never wrapped)."""
+    for name in names:
+        if (why := fonts.undrawable(name)) is not None:
+            raise Problem(422, "name cannot be printed", why)
+        if not fonts.fits(name):
+            raise Problem(422, "name too long", f"{name[:40]!r}… does not fit on one line of the ticket")
+
+
+def ticket_request(
+    keyring: Keyring, event: Event, tier_id: str, order_id: str, n: int, total: int, holder: str, price: Decimal
+) -> RenderRequest:
+    """The render request of the ``n``-th ticket of an order of ``tier_id``."""
+    tier = event.tier(tier_id)
+    tid = ticket_id(order_id, n)
+    return RenderRequest(
+        ticket_id=tid,
+        order_id=order_id,
+        event_id=event.id,
+        event_name=event.name,
+        venue=event.venue,
+        starts_at=event.starts_at,
+        timezone=event.timezone,
+        doors_at=event.doors_at,
+        holder_name=holder,
+        tier=tier_id,
+        tier_name=tier.name if tier is not None else tier_id.capitalize(),
+        lane=tier.lane if tier is not None else "standard",
+        price=price,
+        currency=event.currency,
+        code=keyring.sign(tid, event.id, tier_id),
+        total=total,
+        correlation_id=order_id,
+        traceparent=current_traceparent(),
+    )
+
+
+async def request_designs(redis: Redis, keyring: Keyring, event: Event) -> None:
+    """Ask the renderers to build the event's designs (one per tier) before its
+    first ticket: a sample ticket of each tier."""
+    sample = new_id("or")
+    await designs.request_designs(
+        redis,
+        [
+            ticket_request(keyring, event, t.id, sample, 0, 1, "Sample", minor_to_decimal(t.price_minor))
+            for t in event.tier_list()
+        ],
+    )
 
 
 async def _admit(redis: Redis, principal: Principal, order: Order, tier: Tier, rates: RateSettings) -> None:
@@ -249,9 +302,7 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) ->
     in-flight entry, in one MULTI/EXEC. Safe to repeat (the outbox sweep does)."""
     tier = event.tier(order.tier)
     lane = tier.lane if tier is not None else "standard"
-    tier_name = tier.name if tier is not None else order.tier.capitalize()
     price = unit_price_of(order, event)
-    traceparent = current_traceparent()
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hset(
             streams.order_progress(order.id),
@@ -259,27 +310,8 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) ->
         )
         pipe.expire(streams.order_progress(order.id), streams.PROGRESS_TTL_S)
         stream = streams.render_lane(lane, order.quantity)
-        for n, tid in enumerate(order.ticket_ids):
-            req = RenderRequest(
-                ticket_id=tid,
-                order_id=order.id,
-                event_id=event.id,
-                event_name=event.name,
-                venue=event.venue,
-                starts_at=event.starts_at,
-                timezone=event.timezone,
-                doors_at=event.doors_at,
-                holder_name=order.holder_of(n),
-                tier=order.tier,
-                tier_name=tier_name,
-                lane=lane,
-                price=price,
-                currency=event.currency,
-                code=keyring.sign(tid, event.id, order.tier),
-                total=order.quantity,
-                correlation_id=order.id,
-                traceparent=traceparent,
-            )
+        for n in range(order.quantity):
+            req = ticket_request(keyring, event, order.tier, order.id, n, order.quantity, order.holder_of(n), price)
             pipe.xadd(stream, req.to_fields())  # type: ignore[arg-type]
         pipe.zrem(streams.ORDERS_IN_FLIGHT, member_of(order))
         if order.idempotency_key is not None:

@@ -13,9 +13,9 @@ from ticketry.ids import is_valid_id, new_id
 
 from ticketry_api import capacity, pages
 from ticketry_api.capacity import Head
-from ticketry_api.deps import AnyUser, require
+from ticketry_api.deps import AnyUser, State, require
 from ticketry_api.errors import Problem, problems
-from ticketry_api.orders import minor_to_decimal
+from ticketry_api.orders import minor_to_decimal, request_designs
 from ticketry_api.routes.orders import order_summary
 from ticketry_api.schemas import (
     CheckinListIn,
@@ -51,7 +51,7 @@ def event_out(e: Event, sold: Head) -> EventOut:
 
 
 @router.post("", status_code=201, response_model=EventOut, responses=problems(401, 403, 413, 422))
-async def create_event(body: EventIn, who: Organizer) -> EventOut:
+async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
     tiers = [
         Tier(
             id=t.id, name=t.name, price_minor=int(t.price * 100), capacity=t.capacity, lane=t.lane,
@@ -74,6 +74,8 @@ async def create_event(body: EventIn, who: Organizer) -> EventOut:
         tiers=tiers or [Tier(id="standard", name="Standard", price_minor=int(body.price * 100))],
     )
     await event.insert()
+    # Its designs are built while the organiser is still setting up, not by its first ticket.
+    await request_designs(state.redis, state.keyring, event)
     return event_out(event, Head())
 
 
