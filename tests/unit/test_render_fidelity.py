@@ -310,7 +310,9 @@ def test_the_holder_cell_is_as_wide_as_fonts_measures(design: Design, signer: An
     # ticketry.fonts fits names to HOLDER_WIDTH_PT: the design's cell must hold that much
     template = event_template(request(signer), design)
     assert template is not None
-    assert card_right_pt(render_ticket(request(signer), design)) > template.holder.x + fonts.HOLDER_WIDTH_PT
+    # (the holder's cell ends where the 8 mm gap before the 42 mm QR column, around the 38 mm code, begins)
+    cell_right = template.qr.x - 2 * MM - 8 * MM
+    assert template.holder.x + fonts.HOLDER_WIDTH_PT <= cell_right - 5
     assert fonts.fits("W" * 40) and not fonts.fits("W" * 120)
 
 
