@@ -16,6 +16,7 @@ APT_PACKAGES=(
   fonts-noto-cjk          # Chinese, Japanese, Korean (~91 MB); -extra (334 MB) is not needed
   poppler-utils           # pdftoppm, for looking at tickets
   iproute2                # ip netns for the multi-host test
+  chromium                # headless browser of the pages' tests (Playwright drives it; never `playwright install`)
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
