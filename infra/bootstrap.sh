@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything Ticketry needs on a fresh Debian machine of our kind, and
-# nothing twice: system packages (Redis, Pango/HarfBuzz incl. the subsetter,
+# nothing twice: system packages (Redis, Prometheus, Pango/HarfBuzz incl. the subsetter,
 # fonts, poppler), uv and just, the FerretDB binary built from the Go module
 # proxy, and the Python workspace. Idempotent; fast when all is there.
 set -euo pipefail
@@ -31,6 +31,10 @@ fi
 # Debian starts a system redis on 6379 when installing the package; we run our own.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then
   systemctl stop redis-server || true
+fi
+# Likewise a system Prometheus on 9090: the tests start their own, on free ports.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+  systemctl stop prometheus || true
 fi
 
 command -v uv >/dev/null 2>&1 || { echo "bootstrap: pip install uv"; python3 -m pip install -q uv; }
