@@ -14,6 +14,7 @@ from beanie import Document
 from pydantic import BaseModel, Field
 
 from ticketry.events import Lane
+from ticketry.webhook_documents import WebhookEndpoint
 
 TicketStatus = Literal["queued", "rendered", "failed", "checked_in", "cancelled"]
 # What buyers see (CONTRACT.md, plus ``cancelled``).
@@ -306,5 +307,5 @@ class CheckinAttempt(Document):
 
 ALL_DOCUMENTS: list[type[Document]] = [
     Event, Order, OrderState, TicketState, Reservation, Checkin, CheckinAttempt,
-    OrderFate, CheckinList, Admission, ScanAnswer,
+    OrderFate, CheckinList, Admission, ScanAnswer, WebhookEndpoint,
 ]  # fmt: skip

@@ -166,3 +166,29 @@ def design(digest: str) -> str:
 def design_lock(digest: str) -> str:
     """Held by the one process building a design."""
     return f"ticketry:design:{digest}:building"
+
+
+# -- shop webhooks (issue 18) --------------------------------------------------------
+# ``ticketry:ticket-events``, consumer group ``webhooks``
+#     The webhook dispatcher (in every api) reads the ticket events and turns each
+#     ``order.completed`` / ``order.cancelled`` into one delivery per endpoint of
+#     the order's event. Created at the stream's end (``$``) the first time, so a
+#     first deploy does not replay a day of events; trimming keeps what it still
+#     owes like any group's (``ticketry_api.trim``).
+# ``ticketry:webhooks:deliveries`` (stream; fields: ``ticketry_api.webhooks.models.Delivery``)
+#     One entry per attempt to deliver one message to one endpoint. Consumer group
+#     ``webhook-senders`` (every api). Each entry is acked and deleted (XDEL) in the
+#     same MULTI that records what came of it (done, retry scheduled, dead letter),
+#     so the stream holds only work in hand and needs no trimming.
+# ``ticketry:webhooks:retries`` (sorted set: a delivery's fields as JSON, score = due ms)
+#     Attempts waiting for their backoff; moved back onto the deliveries stream
+#     when due (one ZREM-then-XADD script per member, so each moves once). Bounded
+#     by the endpoints' failing deliveries; emptied as they succeed or die.
+# ``ticketry:webhooks:dead`` (stream: the delivery's fields + ``dlq_reason``,
+#     ``dlq_at``) — deliveries that failed their last attempt or were refused for
+#     good. Never trimmed: ``ticketryctl webhooks redrive`` / ``… delete`` empties it.
+WEBHOOK_DELIVERIES: Final = "ticketry:webhooks:deliveries"
+WEBHOOK_RETRIES: Final = "ticketry:webhooks:retries"
+WEBHOOK_DEAD: Final = "ticketry:webhooks:dead"
+WEBHOOKS_GROUP: Final = "webhooks"
+WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
