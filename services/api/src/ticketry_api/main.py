@@ -19,7 +19,7 @@ from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
-from ticketry_api import errors
+from ticketry_api import errors, metrics
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
 from ticketry_api.middleware import BodyLimit, SecurityHeaders
@@ -84,6 +84,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     errors.install(app)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(metrics.RequestMetrics)  # outermost: counts every answer, 413s included
     for r in (events.router, orders.router, tickets.router, checkins.router, health.router):
         app.include_router(r)
     return app

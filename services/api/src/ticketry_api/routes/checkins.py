@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from ticketry.auth import Principal
 from ticketry.codes import rotate_key
 
-from ticketry_api import checkins
+from ticketry_api import checkins, metrics
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import PROBLEM, problems
 from ticketry_api.schemas import CheckinIn, CheckinOut, SigningKeysOut
@@ -27,6 +27,7 @@ async def check_in(
     first answer again."""
     lst = await checkins.list_for(body.list_id, who)
     result = await checkins.scan_once(state.keyring, lst, body.code, who, body.nonce)
+    metrics.CHECKINS.labels(result.outcome).inc()
     media = "application/json" if result.status < 400 else PROBLEM
     return JSONResponse(result.body, status_code=result.status, media_type=media)
 
