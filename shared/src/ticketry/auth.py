@@ -12,6 +12,8 @@ and the key type must fit it.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import time
 from dataclasses import dataclass, field
@@ -43,6 +45,14 @@ class Principal:
     role: Role
     events: frozenset[str] | None = None
     exp: int = 0
+    # ``order:<id>``: an order link's token (:func:`issue_order_link`), good
+    # only for reading that one order. Any other value limits nothing.
+    scope: str | None = None
+
+    def may_use_order(self, order_id: str) -> bool:
+        """False when this is an order link's token for another order: a scoped
+        token reads its own order (its page, PDFs and progress), nothing else."""
+        return self.scope is None or not self.scope.startswith(ORDER_SCOPE) or self.scope == ORDER_SCOPE + order_id
 
     def may_scan_for(self, event_id: str) -> bool:
         """True if this caller may check tickets in for ``event_id``."""
@@ -69,11 +79,14 @@ def _principal(claims: dict[str, Any]) -> Principal:
     ):
         raise AuthError("invalid events claim")
     exp = claims.get("exp")
+    # An identity provider's OAuth ``scope`` ("openid profile") is no error: only ``order:`` limits.
+    scope = claims.get("scope")
     return Principal(
         sub=sub,
         role=cast(Role, role),
         events=None if events is None else frozenset(events),
         exp=exp if isinstance(exp, int) else 0,
+        scope=scope if isinstance(scope, str) and len(scope) <= 128 else None,
     )
 
 
@@ -199,3 +212,52 @@ def issue_token(
     if events is not None:
         claims["events"] = events
     return jwt.encode(claims, key, algorithm, headers={"kid": kid} if kid else None)
+
+
+# Order links: the token in a buyer's ``status_page_url`` (``…/o/<order>#t=<jwt>``).
+ORDER_SCOPE = "order:"
+ORDER_LINK_AUDIENCE = "ticketry:order-link"
+_ORDER_LINK_KEY_LABEL = b"ticketry order link v1"
+
+
+def order_link_key(secret: str) -> bytes:
+    """The HS256 key of order links, derived from the services' shared secret
+    (``TICKETRY_JWT_SECRET``, which every service has in any JWT mode). A
+    key of its own, so an order link never verifies as a bearer token (nor a
+    bearer token as a link), even where a verifier forgot the audience."""
+    return hmac.new(secret.encode(), _ORDER_LINK_KEY_LABEL, hashlib.sha256).digest()
+
+
+def issue_order_link(order_id: str, sub: str, *, secret: str, ttl_s: int) -> str:
+    """A token that lets its bearer read one order, as its buyer ``sub``: the
+    order's page, its PDFs and its progress socket, and nothing else (an
+    ``aud`` that bearer-token verification refuses, a key of its own and
+    ``scope: order:<id>``)."""
+    now = int(time.time())
+    claims: dict[str, Any] = {
+        "sub": sub, "role": "buyer", "scope": ORDER_SCOPE + order_id, "aud": ORDER_LINK_AUDIENCE,
+        "iat": now, "nbf": now, "exp": now + ttl_s,
+    }  # fmt: skip
+    return jwt.encode(claims, order_link_key(secret), "HS256")
+
+
+def verify_order_link(token: str, order_id: str, *, secret: str, leeway_s: int = 30) -> Principal:
+    """The buyer an order link speaks for, if ``token`` is a genuine, unexpired
+    link to ``order_id``; else :class:`AuthError`."""
+    if len(token) > 2048:
+        raise AuthError("token too long")
+    try:
+        claims = jwt.decode(
+            token,
+            order_link_key(secret),
+            algorithms=["HS256"],
+            audience=ORDER_LINK_AUDIENCE,
+            options={"require": ["exp", "sub", "aud", "scope"]},
+            leeway=leeway_s,
+        )
+    except jwt.PyJWTError as exc:
+        raise AuthError(str(exc)) from exc
+    principal = _principal(claims)
+    if principal.role != "buyer" or principal.scope != ORDER_SCOPE + order_id:
+        raise AuthError("not a link to this order")
+    return principal

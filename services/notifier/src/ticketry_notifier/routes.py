@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket
 from ticketry import streams
-from ticketry.auth import AuthError, TokenVerifier
+from ticketry.auth import AuthError, Principal, TokenVerifier, verify_order_link
 from ticketry.db import as_text, entries_of
 from ticketry.documents import Order, OrderState, is_placed
 from ticketry.events import DecodeError, decode_ticket_event
@@ -68,7 +68,7 @@ async def _progress(ws: WebSocket, app: Notifier) -> None:
     creds = handshake.credentials(ws.scope.get("subprotocols", []), ws.query_params.get("token"))
     await ws.accept(subprotocol=creds.subprotocol)
     try:
-        who = app.verifier.verify(creds.token)
+        who = _verify(app, creds.token, ws.path_params["order_id"])
     except AuthError:
         await _refuse(ws, handshake.UNAUTHORIZED)
         return
@@ -110,6 +110,14 @@ async def _progress(ws: WebSocket, app: Notifier) -> None:
         app.hub.unsubscribe(session)
         app.hub.release(who.sub)
         CONNECTIONS.dec()
+
+
+def _verify(app: Notifier, token: str, order_id: str) -> Principal:
+    """A bearer token, or the order link of this very order (its buyer's page)."""
+    try:
+        return app.verifier.verify(token)
+    except AuthError:
+        return verify_order_link(token, order_id, secret=app.settings.jwt_key, leeway_s=app.verifier.leeway_s)
 
 
 async def _open(
