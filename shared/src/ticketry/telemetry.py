@@ -1,23 +1,43 @@
-"""Structured JSON logs, with credentials redacted from every record.
+"""Structured logs: one JSON object per line, from every logger, with
+credentials redacted from every record.
 
-Every service calls :func:`setup_logging`. Besides routing the root logger to
-stderr as JSON lines, it makes sure no bearer token reaches a log line, from
-whichever logger: uvicorn logs each WebSocket handshake with its path and query
-(``"WebSocket /v1/orders/…/progress?token=eyJ…" [accepted]``), and an exception
-message may quote a URL or a header. :func:`redact` is the one rule; it is
-applied when a record is made (so handlers of other libraries, FastStream's
-own, get clean records too), again on the root handler (``extra`` fields), and
-to each finished JSON line.
+Every service calls :func:`setup_logging`. It
+
+* routes the root logger to stderr as JSON lines (``TICKETRY_LOG_FORMAT=console``
+  gives one readable text line instead, for people at a terminal); each line has
+  ``ts`` (UTC, ISO 8601 with milliseconds: ``2026-12-01T03:20:11.123Z``),
+  ``level``, ``service``, ``logger``, ``msg``, the record's ``extra`` fields
+  (``order_id``, ``ticket_id``…), the fields bound with :func:`log_context`,
+  ``trace_id``/``span_id`` when a trace is current (``ticketry.tracing``), and
+  ``exc`` for a traceback;
+* takes over library loggers that print to the terminal themselves (FastStream
+  attaches a coloured text handler to ``faststream``): their terminal handlers
+  go and their records reach ours, so no other format is interleaved;
+* turns third-party chatter down to WARNING (WeasyPrint, fontTools, FastStream:
+  dozens of INFO lines per design build or per batch);
+* makes sure no bearer token reaches a log line, from whichever logger: uvicorn
+  logs each WebSocket handshake with its path and query
+  (``"WebSocket /v1/orders/…/progress?token=eyJ…" [accepted]``), and an
+  exception message may quote a URL or a header. :func:`redact` is the one
+  rule; it is applied when a record is made (so handlers of other libraries
+  get clean records too), again on the root handler (``extra`` fields), and to
+  each finished line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
+import os
 import re
 import sys
-from typing import Any
+import time
+from collections.abc import Iterator
+from typing import Any, Literal
 
 import orjson
+from opentelemetry import trace
 
 _RESERVED = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
 
@@ -112,8 +132,50 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+# Fields bound for the work in hand (a ticket, an order), added to every line logged within.
+_CONTEXT: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("ticketry_log_context", default=None)
+_BASE = ("ts", "level", "service", "logger", "msg")
+
+LogFormat = Literal["json", "console"]
+
+# Libraries whose INFO lines are chatter to an operator: WeasyPrint and
+# fontTools print dozens per design build, FastStream two per batch.
+QUIET_LOGGERS = ("weasyprint", "fontTools", "faststream")
+
+
+@contextlib.contextmanager
+def log_context(**fields: Any) -> Iterator[None]:
+    """Add ``fields`` (say ``order_id=…``) to every line logged inside the block
+    (this task and the tasks it starts); a record's own ``extra`` wins."""
+    token = _CONTEXT.set({**(_CONTEXT.get() or {}), **fields})
+    try:
+        yield
+    finally:
+        _CONTEXT.reset(token)
+
+
+def utc_timestamp(created: float) -> str:
+    """``2026-12-01T03:20:11.123Z``: UTC, ISO 8601, milliseconds."""
+    whole = int(created)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((created - whole) * 1000):03d}Z"
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    """A record's context: bound fields, the current trace, its ``extra`` fields.
+    An extra named like a base field (``ts``…) keeps its value as ``extra_<name>``."""
+    out: dict[str, Any] = dict(_CONTEXT.get() or {})
+    ctx = trace.get_current_span().get_span_context()
+    if ctx.is_valid:
+        out["trace_id"] = f"{ctx.trace_id:032x}"
+        out["span_id"] = f"{ctx.span_id:016x}"
+    for key, value in record.__dict__.items():
+        if key not in _RESERVED:
+            out[f"extra_{key}" if key in _BASE else key] = value
+    return out
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line; ``extra={...}`` fields (order_id, ticket_id…) kept."""
+    """One JSON object per line (see the module docstring for its fields)."""
 
     def __init__(self, service: str) -> None:
         super().__init__()
@@ -121,16 +183,37 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "ts": utc_timestamp(record.created),
             "level": record.levelname.lower(),
             "service": self._service,
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        out.update({k: v for k, v in record.__dict__.items() if k not in _RESERVED})
+        out.update(_fields(record))
         if record.exc_info or record.exc_text:
             out["exc"] = record.exc_text or self.formatException(record.exc_info)  # type: ignore[arg-type]
+        if record.stack_info:
+            out["stack"] = record.stack_info
         return redact(orjson.dumps(out, default=str).decode())
+
+
+class ConsoleFormatter(logging.Formatter):
+    """One readable line per record, for people (``TICKETRY_LOG_FORMAT=console``):
+    ``03:20:11.123Z INFO  api ticketry_api.main: message key=value …``."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self._service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = " ".join(f"{k}={v}" for k, v in _fields(record).items())
+        line = (
+            f"{utc_timestamp(record.created)[11:]} {record.levelname:<5} {self._service} {record.name}: "
+            f"{record.getMessage()}{' ' + fields if fields else ''}"
+        )
+        if record.exc_info or record.exc_text:
+            line += "\n" + (record.exc_text or self.formatException(record.exc_info))  # type: ignore[arg-type]
+        return redact(line)
 
 
 def _install_record_factory() -> None:
@@ -148,21 +231,45 @@ def _install_record_factory() -> None:
     logging.setLogRecordFactory(factory)
 
 
-def setup_logging(service: str, level: str = "INFO") -> None:
-    """Route the root logger to stderr as JSON lines, with credentials redacted
-    from every record of every logger (see the module docstring)."""
+def _prints_to_terminal(handler: logging.Handler) -> bool:
+    return type(handler) is logging.StreamHandler and handler.stream in (
+        sys.stdout,
+        sys.stderr,
+        sys.__stdout__,
+        sys.__stderr__,
+    )
+
+
+def adopt_library_loggers() -> None:
+    """Library loggers that print to the terminal themselves (FastStream's
+    coloured ``faststream`` handler) lose those handlers and propagate to the
+    root, so every line has our format; handlers to anywhere else stay, with
+    the redaction filter added."""
+    for logger in list(logging.root.manager.loggerDict.values()):
+        if not isinstance(logger, logging.Logger):
+            continue
+        for h in list(logger.handlers):
+            if _prints_to_terminal(h):
+                logger.removeHandler(h)
+                logger.propagate = True
+            elif not any(isinstance(f, RedactingFilter) for f in h.filters):
+                h.addFilter(RedactingFilter())
+
+
+def setup_logging(service: str, level: str = "INFO", fmt: LogFormat | None = None) -> None:
+    """Route every logger to stderr in one format (JSON lines unless ``fmt`` or
+    ``TICKETRY_LOG_FORMAT`` says ``console``), with credentials redacted and
+    third-party chatter at WARNING (see the module docstring)."""
+    chosen = fmt or os.environ.get("TICKETRY_LOG_FORMAT", "json").strip().lower()
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(service))
+    handler.setFormatter(ConsoleFormatter(service) if chosen == "console" else JsonFormatter(service))
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     _install_record_factory()
-    # Handlers other libraries attached to their own loggers get the filter too.
-    for logger in list(logging.root.manager.loggerDict.values()):
-        if isinstance(logger, logging.Logger):
-            for h in logger.handlers:
-                if not any(isinstance(f, RedactingFilter) for f in h.filters):
-                    h.addFilter(RedactingFilter())
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    adopt_library_loggers()
     # Access logs are off anyway (one line per request is noise at our rates).
     logging.getLogger("uvicorn.access").disabled = True
