@@ -30,6 +30,9 @@ class RendererSettings(CommonSettings):
     retry_base_s: float = Field(default=0.5, gt=0)
     retry_cap_s: float = Field(default=30.0, gt=0)
     drain_timeout_s: float = Field(default=20.0, gt=0)
-    metrics_port: int = 0
+    # A /metrics of this process's own (a Kubernetes pod); 0 = none. Under the
+    # scaler's local backend the scaler serves every renderer's (see metrics.py).
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
     # Recycle the process after this many tickets (0 = never); the scaler restarts it.
     max_jobs: int = Field(default=0, ge=0)

@@ -175,7 +175,7 @@ class Worker:
                     if not (req.ticket_id in done.get(req.order_id, ()) or path.is_file()):
                         touched = await self._keep_alive(lane, [e for e, _ in decoded[i:]], touched)
                         try:
-                            with time_limit(self.settings.render_timeout_s):
+                            with time_limit(self.settings.render_timeout_s), metrics.render_timer(lane):
                                 pdf = render_ticket(req, self.design)
                             write_atomic(path, pdf, fsync=False)
                             wrote = True
@@ -188,7 +188,7 @@ class Worker:
             if wrote:
                 # Every PDF of the batch is on disk before any of it is announced.
                 sync_storage(storage)
-            await pipe.execute()
+            metrics.count_final(lane, list(pipe.command_stack), await pipe.execute())
         if entries:
             metrics.BATCH_SECONDS.observe(time.perf_counter() - t0)
 

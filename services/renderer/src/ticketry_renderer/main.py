@@ -20,6 +20,7 @@ from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
+from ticketry_renderer import metrics
 from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.handlers import Worker, default_consumer
 
@@ -73,7 +74,12 @@ async def finish_own_work(worker: Worker, settings: RendererSettings, *tasks: as
 def create_app(settings: RendererSettings, consumer: str) -> _App:
     # FastStream logs "Received"/"Processed" per batch at ``log_level``: DEBUG
     # keeps them below the root's INFO (WARNING would print two lines a batch).
-    broker = RedisBroker(settings.redis_url, graceful_timeout=settings.drain_timeout_s, log_level=logging.DEBUG)
+    # Our logger, not the one FastStream builds: that one prints coloured text
+    # to stdout, between our JSON lines (``ticketry.telemetry``).
+    broker = RedisBroker(
+        settings.redis_url, graceful_timeout=settings.drain_timeout_s, log_level=logging.DEBUG,
+        logger=logging.getLogger("faststream.access.redis"),
+    )  # fmt: skip
     redis = connect_redis(settings.redis_url)
     worker = Worker(redis=redis, settings=settings, consumer=consumer)
     stop = asyncio.Event()
@@ -119,8 +125,10 @@ def create_app(settings: RendererSettings, consumer: str) -> _App:
         settings.storage_dir.mkdir(parents=True, exist_ok=True)
         await ensure_groups(redis)
         await designs.ensure_group(redis)
-        if settings.metrics_port and not _metrics_started:
-            start_http_server(settings.metrics_port, addr="127.0.0.1")
+        # Under the scaler our values go to its directory and it serves them
+        # (forked renderers would all want one port); alone, a port of our own.
+        if settings.metrics_port and not metrics.multiprocess() and not _metrics_started:
+            start_http_server(settings.metrics_port, addr=settings.metrics_host)
             _metrics_started.append(True)
         tasks.append(asyncio.create_task(worker.claim_loop(stop)))
         tasks.append(asyncio.create_task(worker.heartbeat_loop(stop)))
