@@ -4,29 +4,42 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from ticketry_devstack.demo import demo
+from ticketry_devstack.env import PREFIX, redacted, up_env
 from ticketry_devstack.procs import REPO, Stack
 
 PIDFILE = REPO / ".data" / "stack.pid"
 
 
-def up(args: argparse.Namespace) -> int:
-    data = REPO / ".data"
-    env = {"TICKETRY_DEV_MODE": os.environ.get("TICKETRY_DEV_MODE", "1")}
-    stack = Stack(
+def build_stack(environ: Mapping[str, str], data: Path = REPO / ".data") -> Stack:
+    """The stack ``just up`` runs: every ``TICKETRY_*`` setting of ``environ``
+    wins over the devstack's defaults (see :mod:`ticketry_devstack.env`)."""
+    return Stack(
         data,
-        env=env,
-        api_port=int(os.environ.get("TICKETRY_API_PORT", "8000")),
-        notifier_port=int(os.environ.get("TICKETRY_NOTIFIER_PORT", "8001")),
-        redis_port=int(os.environ.get("TICKETRY_DEV_REDIS_PORT", "6379")),
-        mongo_port=int(os.environ.get("TICKETRY_DEV_MONGO_PORT", "27017")),
+        env=up_env(environ),
+        api_port=int(environ.get("TICKETRY_API_PORT", "8000")),
+        notifier_port=int(environ.get("TICKETRY_NOTIFIER_PORT", "8001")),
+        redis_port=int(environ.get("TICKETRY_DEV_REDIS_PORT", "6379")),
+        mongo_port=int(environ.get("TICKETRY_DEV_MONGO_PORT", "27017")),
     )
+
+
+def start_infra(stack: Stack, environ: Mapping[str, str]) -> None:
+    """Redis and FerretDB unless ``environ`` points at running ones."""
+    stack.start_infra(environ.get("TICKETRY_REDIS_URL"), environ.get("TICKETRY_MONGO_URL"))
+
+
+def up(args: argparse.Namespace) -> int:
+    stack = build_stack(os.environ)
+    data = stack.data_dir
     stopping = False
 
     def on_signal(signum: int, _: object) -> None:
@@ -36,7 +49,7 @@ def up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        stack.start_infra(os.environ.get("TICKETRY_REDIS_URL"), os.environ.get("TICKETRY_MONGO_URL"))
+        start_infra(stack, os.environ)
         stack.start_api()
         stack.start_notifier()
         stack.start_service("scaler")
@@ -65,6 +78,20 @@ def up(args: argparse.Namespace) -> int:
     return 0
 
 
+def show_env(_args: argparse.Namespace) -> int:
+    """Print, as JSON, the ``TICKETRY_*`` settings ``just up`` would give its
+    services, secrets hidden (starting Redis/FerretDB only where no URL is set, then
+    stopping them)."""
+    stack = build_stack(os.environ)
+    try:
+        start_infra(stack, os.environ)
+        env = {k: v for k, v in stack.service_env().items() if k.startswith(PREFIX)}
+        print(json.dumps(redacted(env), indent=2, sort_keys=True))
+    finally:
+        stack.stop()
+    return 0
+
+
 def down(_args: argparse.Namespace) -> int:
     if not PIDFILE.exists():
         print("no stack running")
@@ -89,6 +116,7 @@ def main() -> int:
     p_up.add_argument("--demo", type=int, default=0, metavar="N", help="place a demo order of N tickets")
     p_up.set_defaults(fn=up)
     sub.add_parser("down", help="stop a stack started in the background").set_defaults(fn=down)
+    sub.add_parser("env", help="print the TICKETRY_* settings `up` would use").set_defaults(fn=show_env)
     p_demo = sub.add_parser("demo", help="place a demo order against a running stack")
     p_demo.add_argument("--api", default=f"http://127.0.0.1:{os.environ.get('TICKETRY_API_PORT', '8000')}")
     p_demo.add_argument("-n", type=int, default=20)
