@@ -1,0 +1,41 @@
+"""Shop webhooks (issue 18): signed ``order.*`` messages to an event's endpoints.
+
+``router`` serves ``/v1/events/{id}/webhooks``; :func:`run` is the api
+lifespan's background work: the dispatcher (ticket events → deliveries) and
+the sender (deliveries → HTTP, retries, dead letters). See docs/webhooks.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Coroutine
+from typing import Any
+
+from redis.asyncio import Redis
+
+from ticketry_api.webhooks.config import WebhookSettings
+from ticketry_api.webhooks.dispatcher import run_dispatcher
+from ticketry_api.webhooks.routes import router
+from ticketry_api.webhooks.sender import Sender
+
+__all__ = ["WebhookSettings", "router", "run"]
+
+
+def run(redis: Redis, stop: asyncio.Event) -> Coroutine[Any, Any, None]:
+    """The dispatcher and sender of this api process, until ``stop``. The
+    settings are read here, in the lifespan, so a bad one fails the start."""
+    settings = WebhookSettings()
+    return _run(redis, stop, settings)
+
+
+async def _run(redis: Redis, stop: asyncio.Event, settings: WebhookSettings) -> None:
+    if not settings.enabled:
+        return
+    consumer = f"api-{socket.gethostname()}-{os.getpid()}"
+    sender = Sender(redis, settings, consumer)
+    try:
+        await asyncio.gather(run_dispatcher(redis, consumer, stop), sender.run(stop))
+    finally:
+        await sender.aclose()

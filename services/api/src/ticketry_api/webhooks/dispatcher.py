@@ -1,0 +1,149 @@
+"""Ticket events → webhook deliveries (group ``webhooks`` on the ticket events).
+
+Each api runs one dispatcher (a consumer of the group, like the projector): it
+reads the ticket events, and for every ``order.completed`` and
+``order.cancelled`` looks up the order's event (a read by ``_id``) and that
+event's endpoints, then appends one delivery per endpoint that subscribed to
+the message's type and acks the events, in one MULTI. It never sends anything
+itself, so a slow shop cannot hold the events up: the sender does that from
+the deliveries stream. A crash between reading and the MULTI makes the events
+come again (our own pending entries first, or a peer claims them): the same
+deliveries with the same ``webhook-id`` are appended again, which is the
+at-least-once the shops dedupe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from ticketry import streams
+from ticketry.db import Entry, entries_of
+from ticketry.documents import Order
+from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
+from ticketry.webhook_documents import WebhookEndpoint
+
+from ticketry_api.webhooks.models import Delivery, message_id, payload, webhook_type
+
+log = logging.getLogger(__name__)
+
+BATCH = 500
+CLAIM_IDLE_MS = 10_000
+CLAIM_INTERVAL_S = 2.0
+_ORDER_FIELDS = {"event_id": 1, "tier": 1, "quantity": 1}
+
+
+async def ensure_group(redis: Redis) -> None:
+    """The dispatcher's group, created at the stream's end (``$``): when webhooks
+    are first deployed there are no endpoints for the events already there."""
+    try:
+        await redis.xgroup_create(streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, id="$", mkstream=True)
+    except ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+async def deliveries_for(events: list[TicketEvent]) -> list[Delivery]:
+    """The deliveries a batch of ticket events asks for (reads the store only)."""
+    wanted = [(ev, t) for ev in events if (t := webhook_type(ev)) is not None]
+    if not wanted:
+        return []
+    orders_col = Order.get_pymongo_collection()
+    order_ids = sorted({ev.order_id for ev, _ in wanted})
+    found = await asyncio.gather(*(orders_col.find_one({"_id": o}, _ORDER_FIELDS) for o in order_ids))
+    orders: dict[str, dict[str, Any]] = {o: d for o, d in zip(order_ids, found, strict=True) if d is not None}
+    endpoints_col = WebhookEndpoint.get_pymongo_collection()
+    event_ids = sorted({d["event_id"] for d in orders.values()})
+    hooks = await asyncio.gather(
+        *(endpoints_col.find({"event_id": e}, {"types": 1}).sort("_id", 1).to_list() for e in event_ids)
+    )
+    by_event = dict(zip(event_ids, hooks, strict=True))
+    out: list[Delivery] = []
+    for ev, type_ in wanted:
+        order = orders.get(ev.order_id)
+        if order is None:
+            log.warning("webhooks: no order for an order event", extra={"order_id": ev.order_id})
+            continue
+        body = payload(ev, type_, order)
+        msg = message_id(order["event_id"], ev.order_id, type_)
+        for hook in by_event.get(order["event_id"], []):
+            if type_ in hook.get("types", ()):
+                out.append(Delivery(hook["_id"], msg, type_, ev.order_id, order["event_id"], body))
+    return out
+
+
+async def dispatch(redis: Redis, entries: list[Entry]) -> int:
+    """Turn a batch of ticket-event entries into deliveries and ack them; how
+    many deliveries were appended."""
+    events: list[TicketEvent] = []
+    for entry_id, fields in entries:
+        try:
+            events.append(decode_ticket_event(entry_id, fields))
+        except DecodeError:
+            log.error("webhooks: undecodable ticket event skipped", extra={"entry": entry_id})
+    deliveries = await deliveries_for(events)
+    async with redis.pipeline(transaction=True) as pipe:
+        for d in deliveries:
+            pipe.xadd(streams.WEBHOOK_DELIVERIES, d.to_fields())  # type: ignore[arg-type]
+        if entries:
+            pipe.xack(streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, *(e for e, _ in entries))
+        await pipe.execute()
+    if deliveries:
+        log.info("webhooks: deliveries queued", extra={"count": len(deliveries)})
+    return len(deliveries)
+
+
+async def claim_abandoned(redis: Redis, consumer: str, idle_ms: int) -> int:
+    """Take over events a dead api read but never dispatched."""
+    resp: Any = await redis.xautoclaim(
+        streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, consumer, idle_ms, "0-0", count=BATCH
+    )
+    if len(resp) > 2 and resp[2]:
+        await redis.xack(streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, *resp[2])
+    claimed = [(e, f) for e, f in resp[1] if f]
+    if claimed:
+        await dispatch(redis, claimed)
+    return len(claimed)
+
+
+async def run_dispatcher(
+    redis: Redis, consumer: str, stop: asyncio.Event, *, claim_idle_ms: int = CLAIM_IDLE_MS
+) -> None:
+    """Dispatch until ``stop``; never dies on a bad entry or a Redis restart."""
+    await ensure_group(redis)
+    cursor = "0"  # our own pending entries first (none for a fresh pid), then new ones
+    next_claim = time.monotonic()
+    while not stop.is_set():
+        try:
+            if cursor == ">" and time.monotonic() >= next_claim:
+                more = await claim_abandoned(redis, consumer, claim_idle_ms)
+                next_claim = time.monotonic() + (0 if more else CLAIM_INTERVAL_S)
+            resp: Any = await redis.xreadgroup(
+                streams.WEBHOOKS_GROUP, consumer, {streams.TICKET_EVENTS: cursor}, count=BATCH, block=1000
+            )
+            entries = entries_of(resp)
+            if not entries:
+                cursor = ">"
+                continue
+            await dispatch(redis, entries)
+            if cursor != ">":
+                cursor = entries[-1][0].decode()
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            log.warning("webhooks: redis unavailable, retrying", extra={"error": str(exc)})
+            await asyncio.sleep(0.5)
+        except ResponseError as exc:
+            if "NOGROUP" in str(exc):
+                await ensure_group(redis)
+            else:
+                log.exception("webhooks: redis error")
+                await asyncio.sleep(0.5)
+        except Exception:
+            log.exception("webhooks: dispatch failed, will retry")
+            await asyncio.sleep(1.0)
+            cursor = "0"

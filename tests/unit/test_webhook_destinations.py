@@ -1,0 +1,80 @@
+"""Where webhooks may go: http(s) URLs to public addresses only, unless allowed."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from ticketry_api.webhooks.destinations import RefusedDestination, check_destination, check_url, is_public
+
+
+@pytest.mark.parametrize(
+    ("addr", "public"),
+    [
+        ("127.0.0.1", False),
+        ("127.8.9.10", False),
+        ("10.1.2.3", False),
+        ("172.16.0.1", False),
+        ("172.31.255.255", False),
+        ("192.168.1.1", False),
+        ("169.254.169.254", False),  # cloud metadata
+        ("100.64.0.1", False),  # CGNAT
+        ("0.0.0.0", False),  # noqa: S104
+        ("224.0.0.1", False),
+        ("255.255.255.255", False),
+        ("::1", False),
+        ("::", False),
+        ("fc00::1", False),
+        ("fe80::1", False),
+        ("::ffff:127.0.0.1", False),  # IPv4-mapped loopback
+        ("::ffff:10.0.0.1", False),
+        ("2002:0a00:0001::1", False),  # 6to4 of 10.0.0.1
+        ("ff02::1", False),
+        ("93.184.216.34", True),
+        ("8.8.8.8", True),
+        ("2606:4700::1111", True),
+        ("::ffff:8.8.8.8", True),
+    ],
+)
+def test_is_public(addr: str, public: bool) -> None:
+    assert is_public(ipaddress.ip_address(addr)) is public
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://93.184.216.34/hook",
+        "file:///etc/passwd",
+        "gopher://93.184.216.34/",
+        "http:///nohost",
+        "https://user:pw@93.184.216.34/hook",
+        "https://93.184.216.34/hook#frag",
+        "https://93.184.216.34:99999/hook",
+        "javascript:alert(1)",
+    ],
+)
+def test_bad_urls_are_refused(url: str) -> None:
+    with pytest.raises(RefusedDestination):
+        check_url(url)
+
+
+def test_ports_default_by_scheme() -> None:
+    assert check_url("https://93.184.216.34/x") == ("93.184.216.34", 443)
+    assert check_url("http://93.184.216.34/x") == ("93.184.216.34", 80)
+    assert check_url("http://[2606:4700::1111]:8080/x") == ("2606:4700::1111", 8080)
+
+
+# No request leaves the machine: IP literals and ``localhost`` resolve locally.
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:9/hook", "http://localhost:9/hook", "http://10.0.0.1/hook", "http://[::1]:9/",
+     "http://169.254.169.254/latest/meta-data/", "http://0.0.0.0:80/", "http://[::ffff:127.0.0.1]/"],
+)  # fmt: skip
+async def test_private_destinations_are_refused_unless_allowed(url: str) -> None:
+    with pytest.raises(RefusedDestination, match="non-public"):
+        await check_destination(url, allow_private=False)
+    await check_destination(url, allow_private=True)
+
+
+async def test_public_literal_is_accepted() -> None:
+    await check_destination("https://93.184.216.34/hook", allow_private=False)
