@@ -7,14 +7,15 @@ import contextlib
 import logging
 import signal
 import sys
+from pathlib import Path
 
-from prometheus_client import start_http_server
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from ticketry.db import connect_redis, ensure_groups
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 
+from ticketry_scaler import metrics
 from ticketry_scaler.backends import make_backend
 from ticketry_scaler.config import ScalerSettings
 from ticketry_scaler.controller import Controller
@@ -48,6 +49,23 @@ async def _ensure_groups(redis: Redis, stop: asyncio.Event) -> bool:
     return False
 
 
+async def export_cluster(redis: Redis, leader: Leader, stop: asyncio.Event, settings: ScalerSettings) -> None:
+    """The cluster-wide gauges, while this instance leads (``metrics.ClusterGauges``);
+    none while it does not, or while Redis cannot be read (no stale numbers)."""
+    while not stop.is_set():
+        if leader.is_leader:
+            try:
+                metrics.CLUSTER.show(await metrics.observe_cluster(redis, scan_cap=settings.scaler_lag_scan_cap))
+            except Exception as exc:
+                metrics.CLUSTER.hide()
+                if not isinstance(exc, RedisError):
+                    log.exception("cluster metrics failed")
+        else:
+            metrics.CLUSTER.hide()
+        await pause(stop, settings.scaler_interval_s)
+    metrics.CLUSTER.hide()
+
+
 async def serve(settings: ScalerSettings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set, then drain every renderer this instance started."""
     redis = connect_redis(settings.redis_url)
@@ -61,6 +79,7 @@ async def serve(settings: ScalerSettings, stop: asyncio.Event) -> None:
         standby_replicas=settings.renderers_min if backend.name == "local" else None,
         lag_scan_cap=settings.scaler_lag_scan_cap,
     )
+    exporting = asyncio.create_task(export_cluster(redis, leader, stop, settings))
     try:
         if not await _ensure_groups(redis, stop):
             return
@@ -76,6 +95,9 @@ async def serve(settings: ScalerSettings, stop: asyncio.Event) -> None:
         )
         await controller.run(stop, settings.scaler_interval_s)
     finally:
+        exporting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await exporting
         log.info("scaler stopping: draining")
         await backend.aclose()
         with contextlib.suppress(RedisError):
@@ -97,13 +119,17 @@ def run() -> None:
     settings = ScalerSettings()
     setup_logging("scaler", settings.log_level)
     server = None
-    if settings.scaler_metrics_port:
-        server, _ = start_http_server(settings.scaler_metrics_port, settings.scaler_metrics_host)
+    # Before the backend exists: the renderers it starts inherit the directory.
+    renderers: Path | None = metrics.renderers_dir() if settings.scaler_backend == "local" else None
     try:
+        if settings.scaler_metrics_port:
+            server = metrics.serve(settings.scaler_metrics_port, settings.scaler_metrics_host, renderers)
         asyncio.run(_main(settings))
     finally:
         if server is not None:
             server.shutdown()
+        if renderers is not None:
+            metrics.remove_renderers_dir(renderers)
     sys.exit(0)
 
 
