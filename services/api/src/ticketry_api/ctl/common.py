@@ -1,0 +1,98 @@
+"""What every ``ticketryctl`` command shares: settings, connections, output."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, TypeVar
+
+import orjson
+import typer
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from pymongo import AsyncMongoClient
+from redis.asyncio import Redis
+from rich.console import Console
+from ticketry.db import connect_mongo, connect_redis
+
+T = TypeVar("T")
+
+# soft_wrap: a line is never broken for a terminal width (scripts grep the output).
+console = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON on stdout).")]
+STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+
+
+class CtlSettings(BaseSettings):
+    """The environment ``ticketryctl`` reads (the stack's own ``TICKETRY_*``).
+    Unlike the services it needs no JWT secret: most commands talk to Redis
+    and the store directly."""
+
+    model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    mongo_url: str = "mongodb://127.0.0.1:27017/ticketry"
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    # Where the API is, when it is not at api_host:api_port (a deployed stack).
+    api_url: str | None = None
+    dev_mode: bool = False
+    jwt_secret: SecretStr | None = None
+    # A bearer token for the commands that go through the API (``events create``, ``orders place``).
+    token: SecretStr | None = None
+
+    @property
+    def api_base(self) -> str:
+        return (self.api_url or f"http://{self.api_host}:{self.api_port}").rstrip("/")
+
+
+def settings() -> CtlSettings:
+    return CtlSettings()
+
+
+def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
+    async def main() -> T:
+        return await coro_fn()
+
+    return asyncio.run(main())
+
+
+@asynccontextmanager
+async def redis_client() -> AsyncIterator[Redis]:
+    redis = connect_redis(settings().redis_url)
+    try:
+        yield redis
+    finally:
+        await redis.aclose()
+
+
+@asynccontextmanager
+async def mongo_client(url: str | None = None) -> AsyncIterator[AsyncMongoClient[dict[str, object]]]:
+    """A client with beanie initialised on the database of ``url`` (default: the stack's)."""
+    client = await connect_mongo(url or settings().mongo_url, pool_size=4)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``message`` on stderr; the exit to raise."""
+    err.print(f"[red]{message}[/red]")
+    return typer.Exit(code)
+
+
+def check_ids(ids: list[str]) -> None:
+    """Stream entry ids only (``1700000000000-0``): Redis refuses anything else loudly."""
+    if bad := [i for i in ids if not STREAM_ID.match(i)]:
+        raise fail(f"not a stream entry id: {', '.join(bad)}")

@@ -1,0 +1,242 @@
+"""``ticketryctl dlq``: the renderers' dead letters (``ticketry:render:dead``).
+
+Re-drive. A ticket that was dead-lettered after its last render attempt already
+has its final event (``ticket.failed``): it is in the order's ``done`` set and
+counted in ``failed``, so a plain re-add would be acked as a no-op by the emit
+script. One Lua script (atomic, like MULTI/EXEC, and conditional) therefore
+
+1. does nothing if the dead letter is gone (already re-driven or deleted), so a
+   repeated or concurrent re-drive of the same id is a no-op;
+2. removes the ticket from the ``done`` set and, only if it was there, moves the
+   counters back (``failed`` minus 1) and clears ``completed`` so the order completes
+   again when the ticket reaches its new final event;
+3. XADDs the original request (fields ``v``/``data``) to its lane and XDELs the
+   dead letter.
+
+The renderer then treats it as a fresh request (new entry, fresh attempt
+count). If it renders, ``ticket.rendered`` follows; the projector accepts
+``failed → rendered`` and takes the order's counters from the newest event, so
+the read model shows the ticket rendered and the order ``completed``. If it
+fails again it is dead-lettered again, with a new ``ticket.failed``.
+Malformed dead letters (no decodable request) cannot be re-driven; they stay
+listed until deleted (``dlq delete``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import orjson
+import typer
+from redis.asyncio import Redis
+from ticketry import streams
+from ticketry.db import entries_of
+from ticketry.events import DecodeError, decode_render_request
+
+from ticketry_api.ctl.common import JsonOpt, check_ids, console, fail, print_json, redis_client, run
+
+# KEYS: 1 dead letters, 2 lane, 3 order done set, 4 order progress hash
+# ARGV: 1 dead-letter id, 2 ticket id, 3.. field/value pairs of the request
+_REDRIVE_LUA = """
+if #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) == 0 then return false end
+if redis.call('SREM', KEYS[3], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[4], 'failed', -1)
+  redis.call('HDEL', KEYS[4], 'completed')
+end
+local f = {}
+for i = 3, #ARGV do f[#f + 1] = ARGV[i] end
+local id = redis.call('XADD', KEYS[2], '*', unpack(f))
+redis.call('XDEL', KEYS[1], ARGV[1])
+return id
+"""
+
+app = typer.Typer(help="The renderers' dead letters (ticketry:render:dead).", no_args_is_help=True)
+
+
+def _s(v: bytes | str | None) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else (v or "")
+
+
+def describe(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any]:
+    """One dead letter as a plain dict (what ``dlq list`` prints)."""
+    out: dict[str, Any] = {
+        "id": _s(entry_id),
+        "source": _s(fields.get(b"dlq_source")),
+        "reason": _s(fields.get(b"dlq_reason")),
+        "history": orjson.loads(fields.get(b"dlq_history", b"[]")),
+        "source_entry": _s(fields.get(b"dlq_entry")),
+        "consumer": _s(fields.get(b"dlq_consumer")),
+        "at": _s(fields.get(b"dlq_at")),
+    }
+    try:
+        req = decode_render_request(fields)
+        out |= {"order_id": req.order_id, "ticket_id": req.ticket_id, "redrivable": True}
+    except DecodeError:
+        out |= {"order_id": None, "ticket_id": None, "redrivable": False}
+    return out
+
+
+async def list_dead_letters(redis: Redis) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    start = "-"
+    while True:
+        chunk = entries_of(await redis.xrange(streams.DEAD_LETTERS, min=start, max="+", count=500))
+        if not chunk:
+            return out
+        out += [describe(eid, f) for eid, f in chunk]
+        start = "(" + _s(chunk[-1][0])
+
+
+async def show_dead_letter(redis: Redis, dlq_id: str) -> dict[str, Any] | None:
+    """One dead letter with its whole request (decoded when it decodes)."""
+    found = entries_of(await redis.xrange(streams.DEAD_LETTERS, min=dlq_id, max=dlq_id))
+    if not found:
+        return None
+    fields = found[0][1]
+    out = describe(dlq_id, fields)
+    try:
+        out["request"] = decode_render_request(fields).model_dump(mode="json")
+    except DecodeError:
+        out["request"] = None
+        out["raw"] = {_s(k): _s(v) for k, v in fields.items() if not k.startswith(b"dlq_")}
+    return out
+
+
+async def redrive(redis: Redis, ids: Sequence[str]) -> dict[str, str]:
+    """Re-drive the given dead letters; id → new lane entry id, or why not."""
+    script = redis.register_script(_REDRIVE_LUA)
+    result: dict[str, str] = {}
+    for dlq_id in ids:
+        found = entries_of(await redis.xrange(streams.DEAD_LETTERS, min=dlq_id, max=dlq_id))
+        if not found:
+            result[dlq_id] = "not found (already re-driven?)"
+            continue
+        fields = found[0][1]
+        try:
+            req = decode_render_request(fields)
+        except DecodeError as exc:
+            result[dlq_id] = f"not re-drivable: {exc}"
+            continue
+        lane = _s(fields.get(b"dlq_source"))
+        if lane not in streams.RENDER_LANES:
+            lane = streams.render_lane(req.lane, req.total)
+        payload: list[bytes | str] = []
+        for k, v in fields.items():
+            if not k.startswith(b"dlq_"):
+                payload += [k, v]
+        new_id = await script(
+            keys=[
+                streams.DEAD_LETTERS,
+                lane,
+                streams.order_done(req.order_id),
+                streams.order_progress(req.order_id),
+            ],
+            args=[dlq_id, req.ticket_id, *payload],
+        )
+        result[dlq_id] = f"re-driven to {lane} as {_s(new_id)}" if new_id else "not found (already re-driven?)"
+    return result
+
+
+async def delete(redis: Redis, ids: Sequence[str]) -> dict[str, str]:
+    """Delete dead letters for good (their tickets stay ``failed``)."""
+    return {i: "deleted" if await redis.xdel(streams.DEAD_LETTERS, i) else "not found" for i in ids}
+
+
+IdsArg = Annotated[list[str] | None, typer.Argument(metavar="ID...", help="dead-letter ids", show_default=False)]
+AllOpt = Annotated[bool, typer.Option("--all", help="every dead letter")]
+
+
+def _ids(ids: list[str] | None, every: bool, found: list[dict[str, Any]]) -> list[str]:
+    if every and ids:
+        raise fail("give IDs or --all, not both")
+    chosen = [it["id"] for it in found] if every else list(ids or [])
+    check_ids(chosen)
+    return chosen
+
+
+@app.command("list")
+def list_cmd(json: JsonOpt = False) -> None:
+    """Every dead letter: id, source lane, order, ticket, reason, attempts."""
+
+    async def go() -> list[dict[str, Any]]:
+        async with redis_client() as redis:
+            return await list_dead_letters(redis)
+
+    items = run(go)
+    if json:
+        print_json(items)
+        return
+    for it in items:
+        console.print(
+            f"{it['id']}  {it['source']}  order={it['order_id']}  ticket={it['ticket_id']}  "
+            f"attempts={len(it['history'])}  reason={it['reason']}",
+            markup=False,
+        )
+    console.print(f"{len(items)} dead letter(s)")
+
+
+@app.command("show")
+def show_cmd(dlq_id: Annotated[str, typer.Argument(metavar="ID")], json: JsonOpt = False) -> None:
+    """One dead letter in full: the request, why it died, every attempt."""
+    check_ids([dlq_id])
+
+    async def go() -> dict[str, Any] | None:
+        async with redis_client() as redis:
+            return await show_dead_letter(redis, dlq_id)
+
+    item = run(go)
+    if item is None:
+        raise fail(f"{dlq_id}: not found", 1)
+    if json:
+        print_json(item)
+        return
+    for key in ("id", "source", "order_id", "ticket_id", "reason", "at", "consumer", "source_entry", "redrivable"):
+        console.print(f"{key:>13}: {item[key]}", markup=False)
+    for line in item["history"]:
+        console.print(f"{'':>13}  {line}", markup=False)
+    console.print(f"{'request':>13}: " + orjson.dumps(item["request"] or item.get("raw")).decode(), markup=False)
+
+
+@app.command("redrive")
+def redrive_cmd(ids: IdsArg = None, every: AllOpt = False) -> None:
+    """Put dead letters back on their lane (exactly-once in effect); exit 1 if any was not."""
+
+    async def go() -> dict[str, str]:
+        async with redis_client() as redis:
+            chosen = _ids(ids, every, await list_dead_letters(redis) if every else [])
+            if not chosen:
+                raise fail("nothing to re-drive (give IDs or --all)")
+            return await redrive(redis, chosen)
+
+    failed = 0
+    for dlq_id, outcome in run(go).items():
+        console.print(f"{dlq_id}: {outcome}", markup=False)
+        failed += not outcome.startswith("re-driven")
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command("delete")
+def delete_cmd(
+    ids: IdsArg = None,
+    every: AllOpt = False,
+    yes: Annotated[bool, typer.Option("--yes", help="confirm --all")] = False,
+) -> None:
+    """Delete dead letters for good (their tickets stay failed); exit 1 if any was missing."""
+    if every and not yes:
+        raise fail("--all deletes every dead letter: add --yes")
+
+    async def go() -> dict[str, str]:
+        async with redis_client() as redis:
+            chosen = _ids(ids, every, await list_dead_letters(redis) if every else [])
+            if not chosen:
+                raise fail("nothing to delete (give IDs or --all --yes)")
+            return await delete(redis, chosen)
+
+    outcomes = run(go)
+    for dlq_id, outcome in outcomes.items():
+        console.print(f"{dlq_id}: {outcome}", markup=False)
+    raise typer.Exit(0 if all(o == "deleted" for o in outcomes.values()) else 1)
+
+
+__all__ = ["app", "delete", "describe", "list_dead_letters", "redrive", "show_dead_letter"]

@@ -1,0 +1,139 @@
+"""``ticketryctl webhooks``: endpoints, and deliveries that died (``ticketry:webhooks:dead``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.table import Table
+from ticketry import streams
+from ticketry.db import as_text
+from ticketry.webhook_documents import WebhookEndpoint
+
+from ticketry_api.ctl.common import JsonOpt, check_ids, console, fail, mongo_client, print_json, redis_client, run
+from ticketry_api.webhooks import deadletters
+
+app = typer.Typer(help="Shop webhooks: endpoints, dead letters, re-drive.", no_args_is_help=True)
+
+IdsArg = Annotated[list[str] | None, typer.Argument(metavar="ID...", help="dead-letter ids", show_default=False)]
+AllOpt = Annotated[bool, typer.Option("--all", help="every dead letter")]
+
+
+async def _retries_by_endpoint() -> Counter[str]:
+    async with redis_client() as redis:
+        members = await redis.zrange(streams.WEBHOOK_RETRIES, 0, -1)
+    out: Counter[str] = Counter()
+    for m in members:
+        try:
+            out[orjson.loads(as_text(m)).get("endpoint", "")] += 1
+        except (orjson.JSONDecodeError, AttributeError):
+            out["?"] += 1
+    return out
+
+
+@app.command("list")
+def list_cmd(
+    event: Annotated[str | None, typer.Option("--event", help="only this event's endpoints")] = None,
+    json: JsonOpt = False,
+) -> None:
+    """Registered endpoints (never their secrets), with retries waiting and dead letters."""
+
+    async def go() -> list[dict[str, Any]]:
+        async with mongo_client():
+            query = {} if event is None else {"event_id": event}
+            hooks = await WebhookEndpoint.find(query).sort("_id").to_list()
+        async with redis_client() as redis:
+            dead = Counter(d.get("endpoint_id", "?") for d in await deadletters.list_dead(redis))
+        waiting = await _retries_by_endpoint()
+        return [
+            {"id": h.id, "event_id": h.event_id, "url": h.url, "types": h.types, "description": h.description,
+             "created_by": h.created_by, "created_at": h.created_at.isoformat(),
+             "retries_waiting": waiting[h.id], "dead_letters": dead[h.id]}
+            for h in hooks
+        ]  # fmt: skip
+
+    items = run(go)
+    if json:
+        print_json(items)
+        return
+    table = Table("id", "event", "url", "types", "retrying", "dead")
+    for it in items:
+        table.add_row(
+            it["id"], it["event_id"], it["url"], ", ".join(it["types"]),
+            str(it["retries_waiting"]), str(it["dead_letters"]),
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"{len(items)} endpoint(s)")
+
+
+@app.command("dead")
+def dead_cmd(json: JsonOpt = False) -> None:
+    """Dead-lettered deliveries: endpoint, webhook-id, type, order, reason, attempts."""
+
+    async def go() -> list[dict[str, Any]]:
+        async with redis_client() as redis:
+            return await deadletters.list_dead(redis)
+
+    items = run(go)
+    if json:
+        print_json(items)
+        return
+    for it in items:
+        console.print(
+            f"{it['id']}  endpoint={it.get('endpoint_id')}  {it.get('type')}  order={it.get('order_id')}  "
+            f"webhook-id={it.get('webhook_id')}  attempts={it.get('attempts')}  reason={it['reason']}",
+            markup=False,
+        )
+    console.print(f"{len(items)} dead letter(s)")
+
+
+def _chosen(ids: list[str] | None, every: bool, found: list[dict[str, Any]]) -> list[str]:
+    if every and ids:
+        raise fail("give IDs or --all, not both")
+    chosen = [d["id"] for d in found] if every else list(ids or [])
+    check_ids(chosen)
+    return chosen
+
+
+@app.command("redrive")
+def redrive_cmd(ids: IdsArg = None, every: AllOpt = False) -> None:
+    """Send dead-lettered deliveries again: a fresh run of attempts with the same
+    webhook-id (the shop dedupes); exit 1 if any was not re-driven."""
+
+    async def go() -> dict[str, str]:
+        async with redis_client() as redis:
+            chosen = _chosen(ids, every, await deadletters.list_dead(redis) if every else [])
+            if not chosen:
+                raise fail("nothing to re-drive (give IDs or --all)")
+            return await deadletters.redrive(redis, chosen)
+
+    failed = 0
+    for dead_id, outcome in run(go).items():
+        console.print(f"{dead_id}: {outcome}", markup=False)
+        failed += not outcome.startswith("re-driven")
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command("delete")
+def delete_cmd(
+    ids: IdsArg = None,
+    every: AllOpt = False,
+    yes: Annotated[bool, typer.Option("--yes", help="confirm --all")] = False,
+) -> None:
+    """Drop dead-lettered deliveries for good; exit 1 if any was missing."""
+    if every and not yes:
+        raise fail("--all deletes every webhook dead letter: add --yes")
+
+    async def go() -> dict[str, str]:
+        async with redis_client() as redis:
+            chosen = _chosen(ids, every, await deadletters.list_dead(redis) if every else [])
+            if not chosen:
+                raise fail("nothing to delete (give IDs or --all --yes)")
+            return await deadletters.delete(redis, chosen)
+
+    outcomes = run(go)
+    for dead_id, outcome in outcomes.items():
+        console.print(f"{dead_id}: {outcome}", markup=False)
+    raise typer.Exit(0 if all(o == "deleted" for o in outcomes.values()) else 1)
