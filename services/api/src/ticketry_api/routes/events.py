@@ -7,6 +7,7 @@ from typing import Annotated
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Query
+from ticketry import fonts
 from ticketry.auth import Principal
 from ticketry.documents import ORDER_SUMMARY, CheckinList, Event, Order, Tier
 from ticketry.ids import is_valid_id, new_id
@@ -52,6 +53,9 @@ def event_out(e: Event, sold: Head) -> EventOut:
 
 @router.post("", status_code=201, response_model=EventOut, responses=problems(401, 403, 413, 422))
 async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
+    for label, text in (("name", body.name), ("venue", body.venue), *(("tier name", t.name) for t in body.tiers or [])):
+        if (why := fonts.undrawable(text)) is not None:
+            raise Problem(422, f"{label} cannot be printed", why)
     tiers = [
         Tier(
             id=t.id, name=t.name, price_minor=int(t.price * 100), capacity=t.capacity, lane=t.lane,
