@@ -1,11 +1,36 @@
-"""Connections to Redis and MongoDB, shared by every service."""
+"""Connections to Redis and MongoDB, shared by every service.
+
+Two kinds of caller share these clients and want opposite things from them
+while a dependency is down. Background work (renderers, the projector, the
+outbox sweep, the scaler) wants *patient* retries: a Redis restart is routine
+and must not fail a render. A request wants a *fast* answer: a client waits for
+a ``503`` with ``Retry-After`` within about a second, never a request that hangs
+for the whole outage. So:
+
+- Redis: every command retries with backoff for up to ~35 s, unless it runs
+  under :func:`request_budget` (the api sets it for each HTTP request), where
+  it gives up after :data:`REQUEST_RETRY_BUDGET_S` of retrying.
+- MongoDB: server selection (finding a reachable server, which is what waits
+  while the store is down) gives up after :data:`MONGO_SELECT_TIMEOUT_MS`; the
+  background loops simply try again. A socket that stops answering (a hung
+  store, a cut network) is given up after :data:`MONGO_SOCKET_TIMEOUT_MS`.
+  Options in ``TICKETRY_MONGO_URL`` (``?serverSelectionTimeoutMS=…``) win.
+"""
 
 from __future__ import annotations
 
-from typing import Any, cast
+import asyncio
+import contextlib
+import contextvars
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar, cast
 
+import pymongo
 from beanie import init_beanie
 from pymongo import AsyncMongoClient
+from pymongo.errors import ConnectionFailure
 from pymongo.uri_parser import parse_uri
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -14,12 +39,79 @@ from redis.exceptions import BusyLoadingError, ConnectionError, ResponseError, T
 
 from ticketry.documents import ALL_DOCUMENTS
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# A request stops retrying a Redis command after this long (then: 503).
+REQUEST_RETRY_BUDGET_S = 0.5
+# Waiting for a reachable MongoDB server (what an operation does while the store
+# is down) ends after this; a request then answers 503, a background loop retries.
+MONGO_SELECT_TIMEOUT_MS = 500
+MONGO_CONNECT_TIMEOUT_MS = 5_000
+# A store that accepted a command and then went silent (hung, network cut).
+MONGO_SOCKET_TIMEOUT_MS = 10_000
+# Index creation at start-up may build an index on a big collection: no socket
+# timeout of its own, only this bound.
+MONGO_INDEX_TIMEOUT_S = 600.0
+# connect_mongo waits this long for the store to be reachable at start-up.
+MONGO_STARTUP_WAIT_S = 60.0
+
+_budget: contextvars.ContextVar[float | None] = contextvars.ContextVar("ticketry_redis_budget", default=None)
+
+
+@contextlib.contextmanager
+def request_budget(seconds: float = REQUEST_RETRY_BUDGET_S) -> Iterator[None]:
+    """Within this block (and tasks started from it), a Redis command that
+    fails to connect retries for at most ``seconds`` instead of ~35 s."""
+    token = _budget.set(seconds)
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
+class BudgetRetry(Retry):
+    """redis-py's :class:`Retry`, bounded in time under :func:`request_budget`.
+
+    The budget is read per call, so one client (and one connection pool) serves
+    the api's requests (fast) and its projector and sweep (patient) alike."""
+
+    async def call_with_retry(
+        self,
+        do: Callable[[], Awaitable[T]],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> T:
+        budget = _budget.get()
+        if budget is None:
+            return await super().call_with_retry(do, fail, is_retryable, with_failure_count)
+        deadline = time.monotonic() + budget
+        self._backoff.reset()  # type: ignore[no-untyped-call]
+        failures = 0
+        while True:
+            try:
+                return await do()
+            except self._supported_errors as error:
+                if is_retryable is not None and not is_retryable(error):
+                    raise
+                failures += 1
+                # As redis-py does: `fail` drops the broken connection.
+                await (fail(error, failures) if with_failure_count else fail(error))
+                pause = self._backoff.compute(failures)
+                if (self._retries >= 0 and failures > self._retries) or time.monotonic() + pause > deadline:
+                    raise error
+                if pause > 0:
+                    await asyncio.sleep(pause)
+
 
 def connect_redis(url: str, *, timeout_s: float = 10.0) -> Redis:
-    """A client that reconnects by itself (Redis restarts are routine, not fatal)."""
+    """A client that reconnects by itself (Redis restarts are routine, not
+    fatal): ~35 s of retries per command, or :data:`REQUEST_RETRY_BUDGET_S`
+    under :func:`request_budget`."""
     return Redis.from_url(
         url,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
+        retry=BudgetRetry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
         retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
         health_check_interval=15,
         socket_timeout=timeout_s,
@@ -27,10 +119,37 @@ def connect_redis(url: str, *, timeout_s: float = 10.0) -> Redis:
     )
 
 
+def mongo_options(url: str) -> dict[str, Any]:
+    """Our client timeouts, except where ``url`` sets its own."""
+    given = {k.lower() for k in parse_uri(url).get("options", {})}
+    defaults = {
+        "serverSelectionTimeoutMS": MONGO_SELECT_TIMEOUT_MS,
+        "connectTimeoutMS": MONGO_CONNECT_TIMEOUT_MS,
+        "socketTimeoutMS": MONGO_SOCKET_TIMEOUT_MS,
+    }
+    return {k: v for k, v in defaults.items() if k.lower() not in given}
+
+
+async def wait_for_mongo(client: AsyncMongoClient[dict[str, object]], timeout_s: float) -> None:
+    """Ping until the store answers (a service may start before it), at most ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            await client.admin.command("ping")
+            return
+        except ConnectionFailure:
+            if time.monotonic() >= deadline:
+                raise
+            log.warning("store not reachable yet; waiting")
+            await asyncio.sleep(0.5)
+
+
 async def connect_mongo(
-    url: str, *, create_indexes: bool = False, pool_size: int = 16
+    url: str, *, create_indexes: bool = False, pool_size: int = 16, startup_wait_s: float = MONGO_STARTUP_WAIT_S
 ) -> AsyncMongoClient[dict[str, object]]:
-    """Connect and initialise beanie on the database named in ``url``.
+    """Connect (waiting up to ``startup_wait_s`` for the store to answer) and
+    initialise beanie on the database named in ``url``, with the client
+    timeouts of :func:`mongo_options`.
 
     Only the api (the schema's owner) creates indexes, one ``createIndexes`` per
     index: FerretDB 1.24 panics when one call re-creates several existing ones.
@@ -38,19 +157,22 @@ async def connect_mongo(
     the store can use them (not on FerretDB, see :func:`is_ferretdb`).
     """
     client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
-        url, tz_aware=True, serverSelectionTimeoutMS=10_000, maxPoolSize=pool_size
+        url, tz_aware=True, maxPoolSize=pool_size, **mongo_options(url)
     )
     db_name = parse_uri(url).get("database") or "ticketry"
+    await wait_for_mongo(client, startup_wait_s)
     await init_beanie(database=client[db_name], document_models=ALL_DOCUMENTS, skip_indexes=True)
     if create_indexes:
         query_indexes = not await is_ferretdb(client)
-        for model in ALL_DOCUMENTS:
-            settings = getattr(model, "Settings", None)
-            wanted = list(getattr(settings, "indexes", []))
-            if query_indexes:
-                wanted += getattr(settings, "query_indexes", [])
-            for index in wanted:
-                await model.get_pymongo_collection().create_indexes([index])
+        # A deadline of its own for the whole block, instead of the socket timeout.
+        with pymongo.timeout(MONGO_INDEX_TIMEOUT_S):
+            for model in ALL_DOCUMENTS:
+                settings = getattr(model, "Settings", None)
+                wanted = list(getattr(settings, "indexes", []))
+                if query_indexes:
+                    wanted += getattr(settings, "query_indexes", [])
+                for index in wanted:
+                    await model.get_pymongo_collection().create_indexes([index])
     return client
 
 

@@ -8,7 +8,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pymongo.errors import ConnectionFailure
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+from ticketry.db import request_budget
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +84,55 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
+# While a dependency is down: how long a client should wait before trying again.
+RETRY_AFTER_S = 1
+
+
+def unavailable(what: str) -> JSONResponse:
+    """The answer to a request that needs ``what`` while it is unreachable."""
+    return problem_response(
+        503,
+        "service unavailable",
+        f"the {what} is unreachable; retry shortly",
+        {"Retry-After": str(RETRY_AFTER_S)},
+        type=PROBLEM_BASE + "unavailable",
+    )
+
+
+class DependencyBudget:
+    """Runs every HTTP request under :func:`ticketry.db.request_budget`: a
+    request that needs Redis while it is down gives up within a second (and
+    answers 503) instead of retrying for the whole outage. Background work
+    keeps its patient retries."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with request_budget():
+            await self.app(scope, receive, send)
+
+
 def install(app: FastAPI) -> None:
+    app.add_middleware(DependencyBudget)
+
+    # Dependencies down: 503 with Retry-After, never a 500. (A handler for a
+    # class of its own, not the catch-all below: Starlette re-raises after the
+    # catch-all answers, and uvicorn then closes the client's connection.)
+    @app.exception_handler(ConnectionFailure)
+    async def _store_down(_: Request, exc: ConnectionFailure) -> JSONResponse:
+        log.warning("store unreachable: %s", type(exc).__name__)
+        return unavailable("store")
+
+    @app.exception_handler(RedisConnectionError)
+    @app.exception_handler(RedisTimeoutError)
+    async def _redis_down(_: Request, exc: Exception) -> JSONResponse:
+        log.warning("redis unreachable: %s", type(exc).__name__)
+        return unavailable("queue")
+
     @app.exception_handler(Problem)
     async def _problem(_: Request, exc: Problem) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status, media_type=PROBLEM, headers=exc.headers)

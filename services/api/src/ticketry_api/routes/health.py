@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ticketry.documents import Event
@@ -17,14 +20,33 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+# A dependency that has not answered a ping within this long counts as down;
+# /readyz itself never hangs (the client's own timeouts end sooner, this is a bound).
+READY_TIMEOUT_S = 3.0
+
+
+async def _check(ping: Awaitable[object]) -> str:
+    """``ok``, or why not (the error's class name only: no addresses leak)."""
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            await ping
+    except Exception as exc:
+        return f"down ({type(exc).__name__})"
+    return "ok"
+
+
 @router.get("/readyz", responses=problems(503))
 async def readyz(state: State) -> dict[str, str]:
-    try:
-        await state.redis.ping()
-        await Event.get_pymongo_collection().database.command("ping")
-    except Exception as exc:
-        raise Problem(503, "not ready", type(exc).__name__) from None
-    return {"status": "ready"}
+    """Ready while Redis and the store both answer a ping (checked together);
+    503 with Retry-After and each dependency's state otherwise. It recovers by
+    itself: every call checks afresh."""
+    redis, store = await asyncio.gather(
+        _check(state.redis.ping()), _check(Event.get_pymongo_collection().database.command("ping"))
+    )
+    if redis != "ok" or store != "ok":
+        detail = f"redis: {redis}; store: {store}"
+        raise Problem(503, "not ready", detail, {"Retry-After": "1"}, extra={"redis": redis, "store": store})
+    return {"status": "ready", "redis": redis, "store": store}
 
 
 @router.get("/metrics", include_in_schema=False)
