@@ -19,13 +19,14 @@ from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
-from ticketry_api import errors, metrics
+from ticketry_api import errors, metrics, webhooks
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
 from ticketry_api.middleware import BodyLimit, SecurityHeaders
 from ticketry_api.orders import sweep_outbox
 from ticketry_api.projector import run_projector
-from ticketry_api.routes import checkins, events, health, orders, tickets
+from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets
+from ticketry_api.routes import pages as page_routes
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                 )
             )
         )  # fmt: skip
+        tasks.append(asyncio.create_task(webhooks.run(redis, stop)))  # webhook dispatcher + sender
         freeze_startup_heap()
         try:
             yield
@@ -87,6 +89,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.add_middleware(metrics.RequestMetrics)  # outermost: counts every answer, 413s included
     for r in (events.router, orders.router, tickets.router, checkins.router, health.router):
         app.include_router(r)
+    app.include_router(downloads.router)  # GET /v1/orders/{id}/pdf (download all)
+    app.include_router(scanner.router)  # a door's list and revocations (offline scanning)
+    app.include_router(page_routes.router)  # the buyer's page /o/{id} and the scanner /scan
+    app.include_router(webhooks.router)
     return app
 
 
