@@ -16,6 +16,7 @@ import asyncio
 import logging
 from typing import Any
 
+from prometheus_client import Counter
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from ticketry import streams
@@ -24,6 +25,9 @@ from ticketry.db import as_text
 log = logging.getLogger(__name__)
 
 Progress = dict[str, str]
+
+READS = Counter("ticketry_websocket_handshake_reads_total", "Coalesced handshake reads (Redis round trips)")
+HANDSHAKES = Counter("ticketry_websocket_handshakes_total", "Handshake reads asked for (sockets)")
 
 
 class Unavailable(Exception):
@@ -38,9 +42,9 @@ class ProgressReads:
         self._max_batch = max_batch
         self._waiting: dict[str, list[asyncio.Future[tuple[Progress, str]]]] = {}
         self._task: asyncio.Task[None] | None = None
-        self.round_trips = 0  # for tests and the bench: how well reads coalesce
 
     async def read(self, order_id: str) -> tuple[Progress, str]:
+        HANDSHAKES.inc()
         fut: asyncio.Future[tuple[Progress, str]] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(order_id, []).append(fut)
         if self._task is None:
@@ -77,7 +81,7 @@ class ProgressReads:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _read(self, order_ids: list[str]) -> dict[str, tuple[Progress, str]]:
-        self.round_trips += 1
+        READS.inc()
         async with self._redis.pipeline(transaction=True) as pipe:
             for order_id in order_ids:
                 pipe.hgetall(streams.order_progress(order_id))

@@ -1,0 +1,299 @@
+"""The on-sale rush at the notifier: a crowd of progress sockets.
+
+    uv run --frozen python -m bench.crowd [--orders 1000] [--sockets 10000] [--burst 2000] [--crowd 1000]
+
+Starts its own stack with no renderer (so orders stay open while sockets
+gather), places ``--orders`` 1-ticket orders of as many buyers, then:
+
+1. **crowd**: ``--crowd`` sockets opened at once (spread over the orders, each
+   with ``after=`` the stream's position before the orders, as a reconnecting
+   client does): time until every one has its snapshot; then a renderer is
+   started and every socket must get its order's ``order.completed``.
+2. **memory**: sockets opened in waves of 1,000 up to ``--sockets`` and held
+   open, the notifier's VmRSS (``/proc/<pid>/status``) after each wave: KB per
+   socket at 1,000 and at 10,000, and the curve (flat or not).
+3. **burst**: ``--burst`` sockets fired at once on a quiet notifier: how many
+   are served, the time until the last snapshot, the notifier's CPU per socket.
+
+Prints a table and writes ``bench/results/crowd-<time>.json``. ``scenario(stack)``
+runs 2 and 3 against a stack started elsewhere (e.g. ``just bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import resource
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import websockets
+from ticketry_devstack.procs import Stack, start_stack
+
+from bench.scenarios import create_event, order, rss_mb, token
+
+RESULTS = Path(__file__).parent / "results"
+PER_BUYER = 10  # sockets per buyer in the memory ramp (the default bound is 16)
+
+
+def raise_open_files_limit() -> int:
+    """Each socket is a file here and in the notifier (which lifts its own limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def metric(stack: Stack, name: str) -> float:
+    async with httpx.AsyncClient(timeout=60) as client:
+        text = (await client.get(stack.notifier_url.replace("ws://", "http://") + "/metrics")).text
+    m = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", text, re.MULTILINE)
+    return float(m.group(1)) if m else 0.0
+
+
+async def wait_gauge(stack: Stack, at_most: float, timeout_s: float = 120) -> None:
+    async with asyncio.timeout(timeout_s):
+        while await metric(stack, "ticketry_websocket_connections") > at_most:
+            await asyncio.sleep(0.2)
+
+
+class Socket:
+    """One client socket held open after its snapshot until ``release``."""
+
+    def __init__(self, url: str, release: asyncio.Event, until_completed: bool = False) -> None:
+        self.url = url
+        self.release = release
+        self.until_completed = until_completed
+        self.snapshot_at: float | None = None
+        self.completed_at: float | None = None
+        self.closed: tuple[int, str] | None = None
+        self.error: str | None = None
+        self.snapshot: asyncio.Event = asyncio.Event()
+
+    async def run(self) -> None:
+        try:
+            async with websockets.connect(self.url, open_timeout=300, ping_interval=None, max_size=2**22) as ws:
+                while True:
+                    if self.until_completed or self.snapshot_at is None:
+                        msg = orjson.loads(await ws.recv())
+                    else:
+                        await self.release.wait()
+                        return
+                    if msg["type"] == "snapshot":
+                        self.snapshot_at = time.perf_counter()
+                        self.snapshot.set()
+                    if msg["type"] == "order.completed":
+                        self.completed_at = time.perf_counter()
+                        await self.release.wait()
+                        return
+        except websockets.ConnectionClosed as exc:
+            self.closed = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (1006, "no close frame")
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"[:200]
+        finally:
+            self.snapshot.set()
+
+
+async def place_orders(stack: Stack, n: int) -> list[tuple[str, str]]:
+    """``n`` 1-ticket orders of ``n`` buyers: ``(buyer, progress_url)``."""
+    out: list[tuple[str, str]] = []
+    async with httpx.AsyncClient(base_url=stack.api_url, timeout=300) as api:
+        event_id = await create_event(api, n + 10)
+        for start in range(0, n, 25):
+            buyers = [f"crowd-{i}" for i in range(start, min(n, start + 25))]
+            got = await asyncio.gather(*(order(api, b, event_id, 1) for b in buyers))
+            out += [(b, o["progress_url"]) for b, o in zip(buyers, got, strict=True)]
+    return out
+
+
+async def stream_position(stack: Stack, buyer: str, progress_url: str) -> str:
+    async with websockets.connect(f"{progress_url}?token={token(buyer, 'buyer')}") as ws:
+        return str(orjson.loads(await ws.recv())["id"])
+
+
+def _summary(socks: Sequence[Socket], t0: float) -> dict[str, Any]:
+    served = [s for s in socks if s.snapshot_at is not None]
+    closes: dict[str, int] = {}
+    for s in socks:
+        if s.closed is not None or s.error is not None:
+            key = f"{s.closed[0]} {s.closed[1]}" if s.closed else str(s.error)
+            closes[key] = closes.get(key, 0) + 1
+    times = sorted((s.snapshot_at or t0) - t0 for s in served)
+    return {
+        "sockets": len(socks),
+        "served": len(served),
+        "all_snapshots_s": times[-1] if times else None,
+        "snapshot_p50_s": statistics.median(times) if times else None,
+        "refused_or_failed": closes,
+    }
+
+
+async def crowd(stack: Stack, orders: list[tuple[str, str]], n: int, start_renderer: bool) -> dict[str, Any]:
+    """``n`` sockets at once, then every one's ``order.completed``."""
+    after = await stream_position(stack, *orders[0])
+    release = asyncio.Event()
+    socks = [
+        Socket(f"{url}?token={token(buyer, 'buyer')}&after={after}", release, until_completed=True)
+        for i in range(n)
+        for buyer, url in [orders[i % len(orders)]]
+    ]
+    t0 = time.perf_counter()
+    tasks = [asyncio.create_task(s.run()) for s in socks]
+    await asyncio.gather(*(s.snapshot.wait() for s in socks))
+    out = _summary(socks, t0)
+    t1 = time.perf_counter()
+    if start_renderer:
+        await asyncio.to_thread(stack.start_renderer)
+    async with asyncio.timeout(900):
+        while any(s.completed_at is None and s.closed is None and s.error is None for s in socks):
+            await asyncio.sleep(0.1)
+    done = [s.completed_at - t1 for s in socks if s.completed_at is not None]
+    out |= {"completed": len(done), "all_completed_after_renderer_start_s": max(done) if done else None}
+    release.set()
+    await asyncio.gather(*tasks)
+    return out
+
+
+async def memory(stack: Stack, orders: list[tuple[str, str]], total: int, wave: int = 1000) -> dict[str, Any]:
+    """Hold ``total`` idle sockets open, in waves; the notifier's RSS after each."""
+    pid = stack.procs["notifier"].pid
+    await wait_gauge(stack, 0)
+    release = asyncio.Event()
+    socks: list[Socket] = []
+    tasks: list[asyncio.Task[None]] = []
+    rss = [(0, rss_mb(pid))]
+    try:
+        while len(socks) < total:
+            batch = []
+            for _ in range(min(wave, total - len(socks))):
+                i = len(socks) + len(batch)
+                buyer, url = orders[(i // PER_BUYER) % len(orders)]
+                batch.append(Socket(f"{url}?token={token(buyer, 'buyer')}", release))
+            tasks += [asyncio.create_task(s.run()) for s in batch]
+            await asyncio.gather(*(s.snapshot.wait() for s in batch))
+            socks += batch
+            rss.append((sum(1 for s in socks if s.snapshot_at is not None), rss_mb(pid)))
+            print(f"  {rss[-1][0]:>6} sockets open: notifier RSS {rss[-1][1]:.1f} MB", flush=True)
+        open_now = await metric(stack, "ticketry_websocket_connections")
+    finally:
+        release.set()
+        await asyncio.gather(*tasks)
+    await wait_gauge(stack, 0)
+    base = rss[0][1]
+    per_kb = {n: (mb - base) * 1024 / n for n, mb in rss[1:] if n}
+    return {
+        "rss_mb": rss,
+        "rss_after_close_mb": rss_mb(pid),
+        "gauge_at_peak": open_now,
+        "kb_per_socket": per_kb,
+        "failed": _summary(socks, 0.0)["refused_or_failed"],
+    }
+
+
+async def burst(stack: Stack, orders: list[tuple[str, str]], n: int) -> dict[str, Any]:
+    """``n`` sockets fired at once on a quiet notifier."""
+    pid = stack.procs["notifier"].pid
+    await wait_gauge(stack, 0)
+    release = asyncio.Event()
+    socks = [
+        Socket(f"{url}?token={token(buyer, 'buyer')}", release)
+        for i in range(n)
+        for buyer, url in [orders[(i // PER_BUYER) % len(orders)]]
+    ]
+    reads0 = await metric(stack, "ticketry_websocket_handshake_reads_total")
+    cpu0, t0 = cpu_s(pid), time.perf_counter()
+    tasks = [asyncio.create_task(s.run()) for s in socks]
+    await asyncio.gather(*(s.snapshot.wait() for s in socks))
+    cpu = cpu_s(pid) - cpu0
+    out = _summary(socks, t0)
+    reads = await metric(stack, "ticketry_websocket_handshake_reads_total") - reads0
+    release.set()
+    await asyncio.gather(*tasks)
+    return out | {
+        "notifier_cpu_ms_per_socket": cpu * 1000 / n,
+        "redis_round_trips_for_handshakes": reads,
+    }
+
+
+async def scenario(stack: Stack, orders: list[tuple[str, str]], sockets: int, burst_n: int) -> dict[str, Any]:
+    """Memory ramp and burst against a running stack (hook for ``just bench``)."""
+    return {"memory": await memory(stack, orders, sockets), "burst": await burst(stack, orders, burst_n)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="bench.crowd")
+    ap.add_argument("--orders", type=int, default=1000)
+    ap.add_argument("--sockets", type=int, default=10_000)
+    ap.add_argument("--burst", type=int, default=2000)
+    ap.add_argument("--crowd", type=int, default=1000)
+    args = ap.parse_args()
+    limit = raise_open_files_limit()
+    if limit < args.sockets + 500:
+        print(f"open files limit {limit} < {args.sockets + 500}: lower --sockets")
+        return 2
+    root = Path(tempfile.mkdtemp(prefix="ticketry-crowd-"))
+    stack = start_stack(root, renderers=0)
+    out: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "args": vars(args)}
+    try:
+
+        async def go() -> None:
+            print(f"placing {args.orders} orders …", flush=True)
+            orders = await place_orders(stack, args.orders)
+            print(f"crowd: {args.crowd} sockets at once, then a renderer …", flush=True)
+            out["crowd"] = await crowd(stack, orders, args.crowd, start_renderer=True)
+            print(out["crowd"], flush=True)
+            print(f"memory: up to {args.sockets} sockets held open …", flush=True)
+            out["memory"] = await memory(stack, orders, args.sockets)
+            print(f"burst: {args.burst} sockets at once …", flush=True)
+            out["burst"] = await burst(stack, orders, args.burst)
+            print(out["burst"], flush=True)
+
+        asyncio.run(go())
+    finally:
+        stack.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    c, m, b = out["crowd"], out["memory"], out["burst"]
+    kb = m["kb_per_socket"]
+    rows = [
+        (f"crowd: {c['sockets']} sockets at once, snapshots served / all in (s)",
+         f"{c['served']} / {c['all_snapshots_s']:.2f}"),
+        ("  each then got its order.completed / last one after renderer start (s)",
+         f"{c['completed']} / {c['all_completed_after_renderer_start_s'] or 0:.2f}"),
+        *[(f"notifier RSS per idle socket at {n:,} sockets (KB)", f"{v:.1f}") for n, v in kb.items()
+          if n in (1000, args.sockets)],
+        ("notifier RSS: idle / at peak / after all closed (MB)",
+         f"{m['rss_mb'][0][1]:.1f} / {m['rss_mb'][-1][1]:.1f} / {m['rss_after_close_mb']:.1f}"),
+        (f"burst: {b['sockets']} at once, served / all snapshots in (s)",
+         f"{b['served']} / {b['all_snapshots_s']:.2f}"),
+        ("  notifier CPU per socket (ms) / Redis round trips for all handshakes",
+         f"{b['notifier_cpu_ms_per_socket']:.2f} / {b['redis_round_trips_for_handshakes']:.0f}"),
+    ]  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    print()
+    for name, value in rows:
+        print(f"{name.ljust(width)} | {value}")
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"crowd-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(out, indent=1, default=str))
+    print(f"\nwritten {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
