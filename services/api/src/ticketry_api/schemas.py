@@ -164,6 +164,8 @@ class OrderAccepted(BaseModel):
     status: Literal["processing"] = "processing"
     tickets: list[str]
     progress_url: str
+    # The buyer's page (``/o/<id>#t=<order link>``): no login needed while the link lives (>= 24 h).
+    status_page_url: str
 
 
 class TicketRef(BaseModel):

@@ -24,6 +24,7 @@ from ticketry_api.schemas import (
     Page,
     TicketRef,
 )
+from ticketry_api.web.links import status_page_url
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
 _TRACER = tracer(__name__)
@@ -72,6 +73,7 @@ async def create_order(
         currency=event.currency,
         tickets=order.ticket_ids,
         progress_url=progress_url(state.settings.notifier_public_url, order.id),
+        status_page_url=status_page_url(order.id, order.owner_id, secret=state.settings.jwt_key),
     )
 
 

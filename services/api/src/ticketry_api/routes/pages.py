@@ -1,0 +1,172 @@
+"""The pages (see ``ticketry_api.web``): the buyer's order page at
+``/o/{order id}`` and what it reads with the order's link, the door scanner at
+``/scan``, and their static assets. Not part of the OpenAPI: these are for
+browsers; the REST routes they call are documented where they live.
+
+The order page's routes take the order link from the Authorization header
+(``fetch``) or from a cookie the page sets once (``POST /o/{id}/session``):
+HttpOnly, SameSite=Strict, scoped to ``/o/<order id>`` and expiring with the
+link, so that each ticket's download is a plain ``<a href>`` whose URL holds
+no secret.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Annotated
+from zoneinfo import ZoneInfo
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import FileResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import BaseModel
+from ticketry.auth import Principal
+from ticketry.documents import Order
+from ticketry.ids import is_valid_id, order_of_ticket, ticket_id
+from ticketry.storage import pdf_path
+
+from ticketry_api.deps import State
+from ticketry_api.errors import Problem
+from ticketry_api.orders import event_of
+from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_of, ticket_status
+from ticketry_api.routes.downloads import (
+    LINK_COOKIE,
+    bearer_scheme,
+    bearer_token,
+    joined_pdf,
+    link_reader,
+    order_of_buyer,
+    page_reader,
+)
+from ticketry_api.routes.orders import progress_url
+from ticketry_api.web.assets import SCAN_PAGE_CSP, Asset, load_assets, order_page_csp
+from ticketry_api.web.links import link_settings
+from ticketry_api.web.pdfs import PART_SIZE
+
+router = APIRouter(include_in_schema=False)
+_ASSETS = load_assets()
+Reader = Annotated[Principal, Depends(page_reader)]
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+
+
+def _page(name: str, csp: str, camera: bool) -> Response:
+    asset = _ASSETS[name]
+    return Response(
+        asset.body, media_type=asset.media_type,
+        headers={
+            "Content-Security-Policy": csp,
+            "Permissions-Policy": f"camera=({'self' if camera else ''}), microphone=(), geolocation=()",
+        },
+    )  # fmt: skip
+
+
+@router.get("/assets/{name:path}")
+async def asset(name: str) -> Response:
+    found: Asset | None = _ASSETS.get(name)
+    if found is None or name.endswith(".html"):
+        raise Problem(404, "not found")
+    return Response(found.body, media_type=found.media_type, headers={"Cache-Control": "public, max-age=300"})
+
+
+@router.get("/scan")
+async def scan_page() -> Response:
+    return _page("scan.html", SCAN_PAGE_CSP, camera=True)
+
+
+@router.get("/o/{order_id}")
+async def order_page(order_id: str, state: State) -> Response:
+    # The page is the same for every order (no data in it): it reads its order with the link.
+    if not is_valid_id(order_id, "or"):
+        raise Problem(404, "order not found")
+    return _page("order.html", order_page_csp(state.settings.notifier_public_url), camera=False)
+
+
+@router.post("/o/{order_id}/session", status_code=204)
+async def open_session(order_id: str, request: Request, state: State, creds: Credentials) -> Response:
+    """Exchange the link (Authorization header only, never a cookie: no
+    cross-site request can set one) for the page's cookie."""
+    token = bearer_token(creds)
+    who = link_reader(state, token, order_id)
+    await order_of_buyer(order_id, who)
+    secure = request.url.scheme == "https" or link_settings().public_url().startswith("https:")
+    resp = Response(status_code=204)
+    resp.set_cookie(
+        LINK_COOKIE, token or "", max_age=max(who.exp - int(time.time()), 0), path=f"/o/{order_id}",
+        httponly=True, samesite="strict", secure=secure,
+    )  # fmt: skip
+    return resp
+
+
+class TicketLine(BaseModel):
+    id: str
+    holder: str
+    status: str
+
+
+class OrderPage(BaseModel):
+    """What the buyer's page shows of an order."""
+
+    id: str
+    status: str
+    total: int
+    rendered: int
+    failed: int
+    event_name: str
+    venue: str
+    starts_at: datetime
+    timezone: str
+    tier: str
+    tier_name: str
+    progress_url: str
+    part_size: int
+    tickets: list[TicketLine]
+
+
+@router.get("/o/{order_id}/state", response_model=OrderPage)
+async def order_state(order_id: str, who: Reader, state: State) -> OrderPage:
+    head = await order_of_buyer(order_id, who)
+    doc = await Order.get_pymongo_collection().find_one({"_id": head.id}, {"ticket_ids": 0})
+    event = await event_of(head.event_id)
+    if doc is None or event is None:
+        raise Problem(404, "order not found")
+    order = Order.model_validate({**doc, "ticket_ids": []})
+    status, rendered, failed = await order_outcome(state.redis, order)
+    ids = [ticket_id(order.id, n) for n in range(order.quantity)]
+    statuses = await order_ticket_statuses(order, ids, all_rendered=status == "completed")
+    lines = [TicketLine(id=t, holder=order.holder_of(n), status=statuses.get(t, "queued")) for n, t in enumerate(ids)]
+    tier = event.tier(order.tier)
+    return OrderPage(
+        id=order.id, status=status, total=order.quantity, rendered=rendered, failed=failed,
+        event_name=event.name, venue=event.venue, timezone=event.timezone,
+        starts_at=event.starts_at.astimezone(ZoneInfo(event.timezone)),
+        tier=order.tier, tier_name=tier.name if tier is not None else order.tier,
+        progress_url=progress_url(state.settings.notifier_public_url, order.id), part_size=PART_SIZE,
+        tickets=lines,
+    )  # fmt: skip
+
+
+@router.get("/o/{order_id}/tickets/{ticket}.pdf")
+async def ticket_pdf(order_id: str, ticket: str, who: Reader, state: State) -> FileResponse:
+    where = order_of_ticket(ticket)
+    if where is None or where[0] != order_id:
+        raise Problem(404, "ticket not found")
+    t = await ticket_of(ticket)
+    if t is None or t.owner_id != who.sub:
+        raise Problem(404, "ticket not found")
+    status = await ticket_status(t)
+    path = pdf_path(state.settings.storage_dir, t.order_id, t.id)
+    if status == "cancelled":
+        raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
+    if status in ("queued", "failed") or not path.is_file():
+        raise Problem(409, "not rendered", "the ticket's PDF is not ready")
+    return FileResponse(
+        path, media_type="application/pdf", filename=f"{t.id}.pdf", headers={"Cache-Control": "private, no-store"}
+    )
+
+
+@router.get("/o/{order_id}/tickets.pdf")
+async def all_tickets_pdf(order_id: str, who: Reader, state: State, part: int = 0) -> Response:
+    if not 0 <= part <= 1000:
+        raise Problem(404, "no such part")
+    return await joined_pdf(state, await order_of_buyer(order_id, who), part)

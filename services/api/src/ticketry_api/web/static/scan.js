@@ -1,0 +1,581 @@
+// The door scanner (/scan#token=<staff JWT>&list=<check-in list id>).
+//
+// Online, every scan is POST /v1/checkins with a nonce of its own. Offline (no
+// network, or the api does not answer), the scanner judges a code itself as
+// the server would: the Ed25519 signature with the public keys it keeps
+// (GET /v1/checkins/keys), the code's event and tier against its list, the
+// event's cancelled orders (GET /v1/events/{id}/revocations) and the tickets
+// this device admitted; an admitted scan waits in a queue, kept on the
+// device, and is uploaded with its nonce when the network is back. The server
+// answers a nonce once, so a re-upload is never a second check-in; a ticket
+// that another door admitted meanwhile comes back 409 and is shown once, as a
+// conflict.
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const store = window.localStorage;
+  const K = {
+    token: "ticketry.scan.token",
+    list: "ticketry.scan.list",
+    cache: (list) => "ticketry.scan.cache." + list,
+    admitted: (list) => "ticketry.scan.admitted." + list,
+    queue: "ticketry.scan.queue",
+    conflicts: "ticketry.scan.conflicts",
+  };
+  const REPEAT_MS = 3000; // the same code in front of the camera again: scanned again after this
+  const REQUEST_MS = 8000; // no answer by then: judged offline (its nonce makes a late answer harmless)
+  const REFRESH_MS = 60000; // keys, list and revocations
+
+  let token = null;
+  let listId = null;
+  let cache = null; // {list, keys: {kid: pem}, revoked: [order ids], at}
+  let busy = false;
+  let last = { code: "", at: 0 };
+  let uploading = false;
+  const keyObjects = new Map();
+
+  // --- storage -------------------------------------------------------------
+  function load(key, fallback) {
+    try {
+      const raw = store.getItem(key);
+      return raw === null ? fallback : JSON.parse(raw);
+    } catch (e) {
+      return fallback;
+    }
+  }
+
+  function save(key, value) {
+    try { store.setItem(key, JSON.stringify(value)); } catch (e) { /* full: the queue still lives in memory */ }
+  }
+
+  // --- the fragment: token and list, kept on the device, cleared from the URL ---
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  if (fragment.get("token")) store.setItem(K.token, fragment.get("token"));
+  if (fragment.get("list")) store.setItem(K.list, fragment.get("list"));
+  if (location.hash) history.replaceState(null, "", location.pathname + location.search);
+  token = store.getItem(K.token);
+  listId = store.getItem(K.list);
+
+  // --- network state ---------------------------------------------------------
+  function online() {
+    return navigator.onLine !== false;
+  }
+
+  function showNetwork() {
+    const el = $("net");
+    const on = online();
+    el.dataset.online = String(on);
+    el.textContent = on ? "online" : "offline";
+  }
+
+  async function api(path, options) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), REQUEST_MS);
+    try {
+      return await fetch(path, {
+        ...options,
+        signal: ctl.signal,
+        credentials: "omit",
+        headers: { Authorization: "Bearer " + token, "Content-Type": "application/json", ...((options || {}).headers || {}) },
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  // --- sound -----------------------------------------------------------------
+  let audio = null;
+  function unlockAudio() {
+    try {
+      if (!audio) audio = new (window.AudioContext || window.webkitAudioContext)();
+      if (audio.state === "suspended") audio.resume();
+    } catch (e) { audio = null; }
+  }
+
+  function beep(outcome) {
+    if (!audio) return;
+    const tones = {
+      admitted: [[880, 0, 0.15]],
+      already: [[520, 0, 0.12], [520, 0.18, 0.12]],
+      wrong_list: [[220, 0, 0.45]],
+      unknown: [[180, 0, 0.45]],
+    }[outcome] || [];
+    const now = audio.currentTime;
+    for (const [freq, at, len] of tones) {
+      const osc = audio.createOscillator();
+      const gain = audio.createGain();
+      osc.type = outcome === "admitted" ? "sine" : "square";
+      osc.frequency.value = freq;
+      gain.gain.setValueAtTime(0.0001, now + at);
+      gain.gain.exponentialRampToValueAtTime(0.25, now + at + 0.01);
+      gain.gain.exponentialRampToValueAtTime(0.0001, now + at + len);
+      osc.connect(gain).connect(audio.destination);
+      osc.start(now + at);
+      osc.stop(now + at + len + 0.02);
+    }
+  }
+
+  // --- showing an answer ------------------------------------------------------
+  const VERDICT = { admitted: "Admitted", already: "Already checked in", wrong_list: "Wrong list", unknown: "Unknown code" };
+
+  function show(outcome, holder, detail) {
+    const box = $("result");
+    box.dataset.outcome = outcome;
+    $("verdict").textContent = VERDICT[outcome] || outcome;
+    $("holder").textContent = holder || "";
+    $("detail").textContent = detail || "";
+    beep(outcome);
+  }
+
+  function timeOf(iso) {
+    try {
+      return new Date(iso).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+    } catch (e) {
+      return iso;
+    }
+  }
+
+  function tierName(tier) {
+    return tier ? "Tier: " + tier : "";
+  }
+
+  // --- codes, judged offline --------------------------------------------------
+  function b64urlBytes(text) {
+    const b64 = text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4);
+    const raw = atob(b64);
+    const out = new Uint8Array(raw.length);
+    for (let i = 0; i < raw.length; i++) out[i] = raw.charCodeAt(i);
+    return out;
+  }
+
+  async function publicKey(kid) {
+    if (keyObjects.has(kid)) return keyObjects.get(kid);
+    const pem = cache && cache.keys[kid];
+    if (!pem) return null;
+    const body = pem.replace(/-----[^-]+-----/g, "").replace(/\s+/g, "");
+    const der = Uint8Array.from(atob(body), (c) => c.charCodeAt(0));
+    const key = await crypto.subtle.importKey("spki", der, { name: "Ed25519" }, false, ["verify"]);
+    keyObjects.set(kid, key);
+    return key;
+  }
+
+  // What the server would answer, from what this device knows: {outcome, ticket, event, tier, detail}.
+  async function judge(code) {
+    const parts = code.split(".");
+    if (parts[0] === "TK1" && parts.length === 4) {
+      return { outcome: "unknown", detail: "An older code (no event in it): it can only be checked online." };
+    }
+    if (parts[0] !== "TK2" || parts.length !== 6) return { outcome: "unknown" };
+    const [, kid, ticket, event, tier, sig] = parts;
+    if (!/^tk_[0-9a-f]{20}_[0-9]{5}$/.test(ticket) || !/^ev_[0-9a-f]{20}$/.test(event)) return { outcome: "unknown" };
+    if (!cache || !cache.list) return { outcome: "unknown", detail: "This device has no keys yet: it must be online once." };
+    let genuine = false;
+    try {
+      const key = await publicKey(kid);
+      if (key) {
+        const signed = new TextEncoder().encode(code.slice(0, code.lastIndexOf(".")));
+        genuine = await crypto.subtle.verify({ name: "Ed25519" }, key, b64urlBytes(sig), signed);
+      }
+    } catch (e) {
+      genuine = false;
+    }
+    if (!genuine) return { outcome: "unknown" };
+    if ((cache.revoked || []).includes("or_" + ticket.slice(3, 23))) return { outcome: "unknown", detail: "Cancelled." };
+    const list = cache.list;
+    if (event !== list.event_id || (list.tiers.length && !list.tiers.includes(tier))) {
+      return { outcome: "wrong_list", ticket, event, tier, detail: "Not for " + list.name + "." };
+    }
+    return { outcome: "admitted", ticket, event, tier };
+  }
+
+  function admittedHere() {
+    return new Set(load(K.admitted(listId), []));
+  }
+
+  function rememberAdmitted(ticket) {
+    if (!ticket) return;
+    const seen = admittedHere();
+    if (seen.has(ticket)) return;
+    seen.add(ticket);
+    save(K.admitted(listId), Array.from(seen));
+  }
+
+  // --- scanning ----------------------------------------------------------------
+  function newNonce() {
+    const bytes = crypto.getRandomValues(new Uint8Array(12));
+    return "scan-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  async function scan(raw) {
+    const code = (raw || "").trim();
+    if (!code || busy || !listId) return;
+    busy = true;
+    try {
+      const nonce = newNonce();
+      if (online()) {
+        let r = null;
+        try {
+          r = await api("/v1/checkins", { method: "POST", body: JSON.stringify({ code, list_id: listId, nonce }) });
+        } catch (e) {
+          r = null; // no network after all, or no answer in time
+        }
+        if (r && r.status < 500 && r.status !== 429) {
+          await answered(r, code);
+          return;
+        }
+        if (r && r.status === 429) {
+          show("unknown", "", "Too many scans: wait a moment and scan again.");
+          return;
+        }
+      }
+      await scanOffline(code, nonce);
+    } finally {
+      busy = false;
+      showNetwork();
+    }
+  }
+
+  async function answered(r, code) {
+    let body = {};
+    try { body = await r.json(); } catch (e) { body = {}; }
+    if (r.status === 200) {
+      rememberAdmitted(body.ticket_id);
+      show("admitted", body.holder_name, tierName(body.tier));
+    } else if (r.status === 409 && String(body.type || "").endsWith("/wrong-list")) {
+      show("wrong_list", "", (body.detail || "") + " " + tierName(body.tier));
+    } else if (r.status === 409 && body.checked_in_at) {
+      rememberAdmitted(body.ticket_id);
+      show("already", "", "First checked in at " + timeOf(body.checked_in_at) + ".");
+    } else if (r.status === 409) {
+      show("already", "", body.detail || "");
+    } else if (r.status === 401 || r.status === 403) {
+      show("unknown", "", r.status === 401 ? "This device's token is no longer valid: sign in again." : "This token may not scan on this list.");
+      if (r.status === 401) setup("The staff token is invalid or expired.");
+    } else {
+      const judged = await judge(code);
+      show("unknown", "", judged.detail || "");
+    }
+  }
+
+  async function scanOffline(code, nonce) {
+    const judged = await judge(code);
+    const note = "Offline: judged on this device; it uploads when the network is back.";
+    if (judged.outcome !== "admitted") {
+      show(judged.outcome, "", [judged.detail, tierName(judged.tier)].filter(Boolean).join(" "));
+      return;
+    }
+    if (admittedHere().has(judged.ticket)) {
+      show("already", judged.ticket, "Already admitted by this device. " + tierName(judged.tier));
+      return;
+    }
+    rememberAdmitted(judged.ticket);
+    const queue = load(K.queue, []);
+    queue.push({ code, list_id: listId, nonce, ticket: judged.ticket, tier: judged.tier, at: new Date().toISOString() });
+    save(K.queue, queue);
+    show("admitted", judged.ticket, tierName(judged.tier) + " · " + note);
+    showQueue();
+  }
+
+  // --- the offline queue ---------------------------------------------------------
+  function showQueue() {
+    const n = load(K.queue, []).length;
+    const el = $("queue");
+    el.dataset.count = String(n);
+    el.textContent = n ? n + (n === 1 ? " offline scan waits" : " offline scans wait") + " to be uploaded." : "";
+  }
+
+  function showConflicts() {
+    const conflicts = load(K.conflicts, []);
+    const ul = $("conflicts");
+    ul.replaceChildren(
+      ...conflicts.map((c) => {
+        const li = document.createElement("li");
+        li.dataset.testid = "scan-conflict";
+        li.dataset.ticket = c.ticket || "";
+        li.dataset.kind = c.kind;
+        li.textContent = c.text;
+        return li;
+      })
+    );
+    $("conflicts-box").hidden = conflicts.length === 0;
+  }
+
+  // One conflict per queued scan (its nonce), however often its upload is answered.
+  function conflict(item, kind, text) {
+    const conflicts = load(K.conflicts, []);
+    if (conflicts.some((c) => c.nonce === item.nonce)) return;
+    conflicts.push({ nonce: item.nonce, ticket: item.ticket, kind, text, at: new Date().toISOString() });
+    save(K.conflicts, conflicts.slice(-200));
+    showConflicts();
+    beep("already");
+  }
+
+  async function upload() {
+    if (uploading || !token || !online()) return;
+    uploading = true;
+    try {
+      for (;;) {
+        const queue = load(K.queue, []);
+        if (!queue.length) break;
+        const item = queue[0];
+        let r;
+        try {
+          r = await api("/v1/checkins", {
+            method: "POST", body: JSON.stringify({ code: item.code, list_id: item.list_id, nonce: item.nonce }),
+          });
+        } catch (e) {
+          break; // still offline: next time
+        }
+        if (r.status === 429 || r.status >= 500 || r.status === 401) break;
+        let body = {};
+        try { body = await r.json(); } catch (e) { body = {}; }
+        const who = body.holder_name ? item.ticket + " (" + body.holder_name + ")" : item.ticket;
+        if (r.status === 409 && String(body.type || "").endsWith("/wrong-list")) {
+          conflict(item, "wrong_list", "Ticket " + who + " was let in offline, but it is not for this list.");
+        } else if (r.status === 409) {
+          const when = body.checked_in_at ? " at " + timeOf(body.checked_in_at) : "";
+          conflict(item, "already", "Ticket " + who + " was let in offline here, but another door had checked it in" + when + ".");
+        } else if (r.status === 404) {
+          conflict(item, "unknown", "Ticket " + who + " was let in offline, but it is no longer valid (cancelled).");
+        } else if (r.status === 403) {
+          conflict(item, "unknown", "Ticket " + who + ": this token may no longer scan on this list.");
+        }
+        // Answered (200 or a conflict above): it leaves the queue.
+        const rest = load(K.queue, []).filter((q) => q.nonce !== item.nonce);
+        save(K.queue, rest);
+        showQueue();
+      }
+    } finally {
+      uploading = false;
+      showQueue();
+    }
+  }
+
+  // --- what the device keeps: list, keys, revocations ------------------------------
+  async function refresh() {
+    if (!token || !listId || !online()) return false;
+    try {
+      const lr = await api("/v1/checkin-lists/" + encodeURIComponent(listId));
+      if (lr.status === 401) { setup("The staff token is invalid or expired."); return false; }
+      if (lr.status === 403 || lr.status === 404) {
+        store.removeItem(K.list);
+        listId = null;
+        setup(lr.status === 403 ? "This token may not scan on that list." : "That check-in list does not exist.");
+        return false;
+      }
+      if (!lr.ok) return false;
+      const list = await lr.json();
+      const [kr, rr] = await Promise.all([
+        api("/v1/checkins/keys"),
+        api("/v1/events/" + encodeURIComponent(list.event_id) + "/revocations"),
+      ]);
+      if (!kr.ok || !rr.ok) return false;
+      const keys = (await kr.json()).keys;
+      const revoked = (await rr.json()).orders;
+      cache = { list, keys, revoked, at: new Date().toISOString() };
+      keyObjects.clear();
+      save(K.cache(listId), cache);
+      $("list-name").textContent = list.name;
+      return true;
+    } catch (e) {
+      return false;
+    }
+  }
+
+  // --- the camera ---------------------------------------------------------------------
+  let stream = null;
+  let detector = null;
+
+  async function startCamera() {
+    unlockAudio();
+    if (stream) { stopCamera(); return; }
+    const note = $("camera-note");
+    if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) {
+      note.textContent = "This browser has no camera access here; type the code instead.";
+      return;
+    }
+    try {
+      stream = await navigator.mediaDevices.getUserMedia({ video: { facingMode: "environment" }, audio: false });
+    } catch (e) {
+      note.textContent = "The camera could not be opened (" + e.name + "); type the code instead.";
+      stream = null;
+      return;
+    }
+    const video = $("video");
+    video.srcObject = stream;
+    video.hidden = false;
+    await video.play().catch(() => {});
+    detector = null;
+    if ("BarcodeDetector" in window) {
+      try {
+        const formats = await window.BarcodeDetector.getSupportedFormats();
+        if (formats.includes("qr_code")) detector = new window.BarcodeDetector({ formats: ["qr_code"] });
+      } catch (e) { detector = null; }
+    }
+    note.textContent = "Camera on (" + (detector ? "built-in detector" : "jsQR") + "). Hold a ticket's QR code in view.";
+    $("camera-toggle").textContent = "Stop camera";
+    requestAnimationFrame(frame);
+  }
+
+  function stopCamera() {
+    if (stream) stream.getTracks().forEach((t) => t.stop());
+    stream = null;
+    $("video").hidden = true;
+    $("camera-toggle").textContent = "Use camera";
+    $("camera-note").textContent = "";
+  }
+
+  async function decodeFrame(video) {
+    if (detector) {
+      const found = await detector.detect(video);
+      return found.length ? found[0].rawValue : null;
+    }
+    if (typeof window.jsQR !== "function") return null;
+    const canvas = $("frame");
+    const scale = Math.min(1, 800 / Math.max(video.videoWidth, video.videoHeight));
+    canvas.width = Math.round(video.videoWidth * scale);
+    canvas.height = Math.round(video.videoHeight * scale);
+    const ctx = canvas.getContext("2d", { willReadFrequently: true });
+    ctx.drawImage(video, 0, 0, canvas.width, canvas.height);
+    const img = ctx.getImageData(0, 0, canvas.width, canvas.height);
+    const found = window.jsQR(img.data, img.width, img.height, { inversionAttempts: "attemptBoth" });
+    return found ? found.data : null;
+  }
+
+  let lastFrame = 0;
+  async function frame(now) {
+    if (!stream) return;
+    const video = $("video");
+    if (now - lastFrame > 200 && video.readyState >= 2 && !busy) {
+      lastFrame = now;
+      try {
+        const code = await decodeFrame(video);
+        const at = Date.now();
+        if (code && (code !== last.code || at - last.at > REPEAT_MS)) {
+          await scan(code);
+          last = { code, at: Date.now() };
+        } else if (code) {
+          last.at = last.code === code ? last.at : at;
+        }
+      } catch (e) { /* a frame that could not be read */ }
+    }
+    requestAnimationFrame(frame);
+  }
+
+  // --- set-up -------------------------------------------------------------------------
+  function claims(jwt) {
+    try {
+      return JSON.parse(new TextDecoder().decode(b64urlBytes(jwt.split(".")[1])));
+    } catch (e) {
+      return {};
+    }
+  }
+
+  function setup(message) {
+    stopCamera();
+    $("scanner").hidden = true;
+    $("setup").hidden = false;
+    $("setup-notice").textContent = message || "";
+    $("setup-token").value = token || "";
+    const events = claims(token || "").events || [];
+    $("setup-events").replaceChildren(...events.map((e) => Object.assign(document.createElement("option"), { value: e })));
+    if (events.length && !$("setup-event").value) $("setup-event").value = events[0];
+    $("setup-lists").hidden = true;
+  }
+
+  async function loadLists(ev) {
+    ev.preventDefault();
+    const t = $("setup-token").value.trim();
+    const eventId = $("setup-event").value.trim();
+    if (!t || !eventId) {
+      $("setup-notice").textContent = "Enter the staff token and the event.";
+      return;
+    }
+    token = t;
+    store.setItem(K.token, token);
+    let r;
+    try {
+      r = await api("/v1/events/" + encodeURIComponent(eventId) + "/checkin-lists");
+    } catch (e) {
+      $("setup-notice").textContent = "No network: the lists cannot be loaded.";
+      return;
+    }
+    if (!r.ok) {
+      $("setup-notice").textContent = {
+        401: "That token is invalid or expired.", 403: "That token may not scan for this event.",
+        404: "No such event.", 422: "That is not an event id.",
+      }[r.status] || "The lists could not be loaded (" + r.status + ").";
+      return;
+    }
+    const lists = (await r.json()).items;
+    const box = $("setup-list-options");
+    box.replaceChildren(
+      ...lists.map((l) => {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.className = "secondary list-option";
+        b.textContent = l.name + (l.tiers.length ? " (" + l.tiers.join(", ") + ")" : " (all tiers)");
+        b.addEventListener("click", () => choose(l.id));
+        return b;
+      })
+    );
+    $("setup-lists").hidden = false;
+    $("setup-notice").textContent = lists.length ? "" : "This event has no check-in lists yet.";
+  }
+
+  async function choose(id) {
+    listId = id;
+    store.setItem(K.list, id);
+    await begin();
+  }
+
+  async function begin() {
+    if (!token || !listId) {
+      setup(token ? "Choose a check-in list." : "");
+      return;
+    }
+    cache = load(K.cache(listId), null);
+    if (cache && cache.list) $("list-name").textContent = cache.list.name;
+    $("setup").hidden = true;
+    $("scanner").hidden = false;
+    showNetwork();
+    showQueue();
+    showConflicts();
+    await refresh();
+    if (!listId) return;
+    upload();
+    $("code").focus();
+  }
+
+  // --- wiring ---------------------------------------------------------------------------
+  $("manual").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    unlockAudio();
+    const input = $("code");
+    const code = input.value;
+    await scan(code);
+    input.value = "";
+    input.focus();
+  });
+  $("camera-toggle").addEventListener("click", startCamera);
+  $("setup-form").addEventListener("submit", loadLists);
+  $("change-list").addEventListener("click", () => {
+    store.removeItem(K.list);
+    listId = null;
+    setup("Choose a check-in list.");
+  });
+  $("forget").addEventListener("click", () => {
+    if (load(K.queue, []).length && !window.confirm("Offline scans are still waiting to upload. Sign out anyway?")) return;
+    [K.token, K.list, K.queue, K.conflicts].forEach((k) => store.removeItem(k));
+    token = null;
+    listId = null;
+    setup("");
+  });
+  window.addEventListener("online", () => { showNetwork(); refresh().then(upload); });
+  window.addEventListener("offline", showNetwork);
+  setInterval(() => { if (online()) upload(); }, 5000);
+  setInterval(() => { refresh(); }, REFRESH_MS);
+
+  begin();
+})();
