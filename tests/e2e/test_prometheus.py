@@ -1,0 +1,209 @@
+"""The metrics of CONTRACT.md reach a real Prometheus (Debian's, installed by
+infra/bootstrap.sh) from the three scrape targets: the api, the notifier and
+the scaler, whose target also carries its forked renderers' series. A ticket
+counts once however many renderers there are, the cluster gauges come from the
+scaler leader only (a standby scaler exports none), every panel of the Grafana
+dashboard returns data and every alert rule evaluates without error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from ticketry_devstack.procs import Proc, Stack, free_port, wait_port
+
+from tests.chaos.support import wait_until
+from tests.conftest import TokenFactory, make_stack
+from tests.helpers import bearer, checkin_list, create_event, place_order, scan
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "infra" / "grafana" / "ticketry-dashboard.json"
+RULES = sorted((ROOT / "infra" / "prometheus").glob("*.rules.yml"))
+TICKETS = 30  # more than a small order: the standard lane
+CLUSTER_GAUGES = ("ticketry_stream_lag", "ticketry_stream_pending", "ticketry_dead_letters", "ticketry_renderers")
+
+
+class Prometheus:
+    """A real Prometheus scraping ``targets`` every second, with our rules loaded."""
+
+    def __init__(self, root: Path, targets: dict[str, list[int]]) -> None:
+        binary = shutil.which("prometheus")
+        assert binary, "prometheus missing: run infra/bootstrap.sh (Debian package prometheus)"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        root.mkdir(parents=True, exist_ok=True)
+        config = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(p) for p in RULES],
+            "scrape_configs": [
+                {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}]}
+                for job, ports in targets.items()
+            ],
+        }
+        (root / "prometheus.yml").write_text(yaml.safe_dump(config))
+        argv = [
+            binary, f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={root / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn",
+        ]  # fmt: skip
+        self.proc = Proc("prometheus", argv, {}, root / "prometheus.log")
+
+    def start(self) -> Prometheus:
+        self.proc.start()
+        wait_port(self.port, 60, self.proc.popen)
+        return self
+
+    async def get(self, path: str, **params: str) -> Any:
+        async with httpx.AsyncClient(base_url=self.url, timeout=30) as client:
+            r = await client.get(path, params=params)
+        body = r.json()
+        assert r.status_code == 200 and body["status"] == "success", body
+        return body["data"]
+
+    async def query(self, expr: str) -> list[dict[str, Any]]:
+        data = await self.get("/api/v1/query", query=expr)
+        result: list[dict[str, Any]] = data["result"]
+        return result
+
+    async def scalar(self, expr: str) -> float | None:
+        """The one value of ``expr``, None while it has no data."""
+        result = await self.query(expr)
+        assert len(result) <= 1, (expr, result)
+        return float(result[0]["value"][1]) if result else None
+
+
+def panel_queries() -> list[tuple[str, str]]:
+    dash = json.loads(DASHBOARD.read_text())
+    return [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
+
+
+async def metric_names(port: int) -> set[str]:
+    async with httpx.AsyncClient(timeout=30) as client:
+        text = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+    return {m.group(1) for m in re.finditer(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M)}
+
+
+@pytest.mark.timeout(300)
+async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: TokenFactory) -> None:
+    stack: Stack = await asyncio.to_thread(make_stack, tmp_path / "stack", 0)
+    prom: Prometheus | None = None
+    try:
+        # Given a scaler leading with its forked renderers, a standby scaler, and a
+        # Prometheus scraping the api, the notifier and both scalers
+        leader_port, standby_port = free_port(), free_port()
+        stack.start_service(
+            "scaler",
+            {
+                "TICKETRY_RENDERERS_MIN": "1",
+                "TICKETRY_RENDERERS_MAX": "2",
+                "TICKETRY_SCALER_METRICS_PORT": str(leader_port),
+            },
+        )
+        await asyncio.to_thread(wait_port, leader_port, 60)
+        prom = await asyncio.to_thread(
+            Prometheus(
+                tmp_path / "prometheus",
+                {"api": [stack.api_port], "notifier": [stack.notifier_port], "scaler": [leader_port, standby_port]},
+            ).start
+        )
+
+        async def leading_with_a_renderer() -> bool:
+            running = await prom.scalar('max(ticketry_renderers{state="running"})')
+            return bool(running) and await prom.scalar("sum(ticketry_tickets_rendered_total)") is not None
+
+        await wait_until(leading_with_a_renderer, 120)
+        standby = stack.procs["standby"] = Proc(
+            "standby",
+            stack.procs["scaler"].argv,
+            stack.service_env(
+                {
+                    "TICKETRY_RENDERERS_MIN": "0",
+                    "TICKETRY_RENDERERS_MAX": "1",
+                    "TICKETRY_SCALER_METRICS_PORT": str(standby_port),
+                }
+            ),
+            stack.data_dir / "logs" / "standby.log",
+        ).start()
+        await asyncio.to_thread(wait_port, standby_port, 60, standby.popen)
+
+        async def all_targets_up() -> bool:
+            active = (await prom.get("/api/v1/targets"))["activeTargets"]
+            return len(active) == 4 and all(t["health"] == "up" for t in active)
+
+        await wait_until(all_targets_up, 60)
+        rendered_before = await prom.scalar("sum(ticketry_tickets_rendered_total)")
+        orders_before = {
+            o: await prom.scalar(f'sum(ticketry_orders_total{{outcome="{o}"}})')
+            for o in ("accepted", "sold_out", "rejected")
+        }
+        unknown_before = await prom.scalar('sum(ticketry_checkins_total{outcome="unknown"})')
+        assert rendered_before is not None and unknown_before is not None and None not in orders_before.values()
+
+        # When a buyer orders 30 tickets (accepted), more than are left (sold out) and
+        # a tier the event does not have (rejected), and the door scans a forged code
+        async with httpx.AsyncClient(base_url=stack.api_url, timeout=60) as api:
+            organizer, buyer = token("prom-org", "organizer"), token("prom-buyer", "buyer")
+            event = await create_event(api, organizer, capacity=TICKETS + 5)
+            assert (await place_order(api, buyer, event["id"], TICKETS)).status_code == 202
+            assert (await place_order(api, buyer, event["id"], 10)).status_code == 409
+            assert (await place_order(api, buyer, event["id"], 1, tier="no-such-tier")).status_code == 422
+            list_id = await checkin_list(api, organizer, event["id"])
+            assert (await scan(api, token("prom-staff", "staff"), "TK1.k1.tk_x.forged", list_id)).status_code == 404
+            assert (await api.get("/metrics", headers=bearer(buyer))).status_code == 200
+
+        # Then Prometheus sees the tickets rendered once each, and each answer counted once
+        async def rendered() -> bool:
+            now = await prom.scalar("sum(ticketry_tickets_rendered_total)")
+            return now is not None and now - rendered_before >= TICKETS
+
+        await wait_until(rendered, 120)
+        assert await prom.scalar("sum(ticketry_tickets_rendered_total)") == rendered_before + TICKETS
+        assert await prom.scalar("sum(ticketry_tickets_failed_total)") == 0
+        for outcome, before in orders_before.items():
+            assert await prom.scalar(f'sum(ticketry_orders_total{{outcome="{outcome}"}})') == before + 1, outcome  # type: ignore[operator]
+        assert await prom.scalar('sum(ticketry_checkins_total{outcome="unknown"})') == unknown_before + 1
+        assert await prom.scalar("sum(ticketry_order_seconds_count)") == 3
+        assert await prom.scalar('sum(ticketry_render_seconds_count{lane="standard"})') == TICKETS
+        assert await prom.scalar("sum(ticketry_websocket_connections)") == 0
+
+        # And the cluster gauges come from the leader alone: one series per stream and group
+        leader_names, standby_names = await metric_names(leader_port), await metric_names(standby_port)
+        assert set(CLUSTER_GAUGES) <= leader_names
+        assert not set(CLUSTER_GAUGES) & standby_names
+        lag = await prom.query("count by (stream, group) (ticketry_stream_lag)")
+        assert {(s["metric"]["stream"], s["metric"]["group"]): s["value"][1] for s in lag} == {
+            ("ticketry:render:vip", "renderers"): "1",
+            ("ticketry:render:std", "renderers"): "1",
+            ("ticketry:ticket-events", "projector"): "1",
+        }
+
+        # And every dashboard panel and every alert rule has data or evaluates cleanly
+        for title, expr in panel_queries():
+            assert await prom.query(expr), f"panel {title!r}: no data for {expr}"
+
+        async def rules_evaluated() -> bool:
+            groups = (await prom.get("/api/v1/rules"))["groups"]
+            rules = [r for g in groups for r in g["rules"]]
+            return bool(rules) and all(r.get("lastEvaluation", "").startswith("20") for r in rules)
+
+        await wait_until(rules_evaluated, 60)
+        groups = (await prom.get("/api/v1/rules"))["groups"]
+        rules = [r for g in groups for r in g["rules"]]
+        assert len(rules) >= 12
+        assert [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"] == []
+        firing = [r["name"] for r in rules if r["type"] == "alerting" and r["state"] == "firing"]
+        assert firing == []  # a healthy stack
+    finally:
+        if prom is not None:
+            await asyncio.to_thread(prom.proc.stop)
+        if "standby" in stack.procs:
+            await asyncio.to_thread(stack.procs["standby"].stop, 60)
+        await asyncio.to_thread(stack.stop)
