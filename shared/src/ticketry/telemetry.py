@@ -135,6 +135,8 @@ class RedactingFilter(logging.Filter):
 # Fields bound for the work in hand (a ticket, an order), added to every line logged within.
 _CONTEXT: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("ticketry_log_context", default=None)
 _BASE = ("ts", "level", "service", "logger", "msg")
+# Extras that only repeat the message for a terminal (uvicorn's, with colour codes).
+_DROPPED = frozenset({"color_message"})
 
 LogFormat = Literal["json", "console"]
 
@@ -169,7 +171,7 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
         out["trace_id"] = f"{ctx.trace_id:032x}"
         out["span_id"] = f"{ctx.span_id:016x}"
     for key, value in record.__dict__.items():
-        if key not in _RESERVED:
+        if key not in _RESERVED and key not in _DROPPED:
             out[f"extra_{key}" if key in _BASE else key] = value
     return out
 
