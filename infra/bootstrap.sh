@@ -48,5 +48,32 @@ if [[ ! -x .bin/ferretdb || -n "$(find infra/ferretdb -newer .bin/ferretdb -type
   (cd infra/ferretdb && CGO_ENABLED=0 go build -trimpath -o ../../.bin/ferretdb .)
 fi
 
+# Deploy-file validators for tests/unit/test_infra_files.py and
+# test_scaler_k8s_manifests.py, from the Go module proxy (versions pinned in
+# infra/tools/go.mod): kustomize, kubeconform, and composecheck (compose-go, the
+# loader `docker compose config` uses; no engine needed). Rebuilt when
+# infra/tools changes.
+if [[ ! -x .bin/kustomize || ! -x .bin/kubeconform || ! -x .bin/composecheck \
+      || -n "$(find infra/tools -newer .bin/composecheck -type f 2>/dev/null)" ]]; then
+  echo "bootstrap: building kustomize, kubeconform, composecheck (go build, module proxy)"
+  mkdir -p .bin
+  (cd infra/tools && CGO_ENABLED=0 go build -trimpath -o ../../.bin/ \
+     sigs.k8s.io/kustomize/kustomize/v5 github.com/yannh/kubeconform/cmd/kubeconform ./composecheck)
+fi
+# kubeconform's Kubernetes schemas (it would fetch them from GitHub): PyPI's
+# kubernetes-validate ships them; pinned by hash, unpacked for these releases.
+K8S_SCHEMA_VERSIONS=(1.30.0 1.37.0)
+schema_stamp="$(cat infra/tools/k8s-schemas.txt infra/tools/k8s_schemas.py; echo "${K8S_SCHEMA_VERSIONS[*]}")"
+if [[ "$(cat .bin/k8s-schemas/STAMP 2>/dev/null)" != "$schema_stamp" ]]; then
+  echo "bootstrap: Kubernetes schemas for ${K8S_SCHEMA_VERSIONS[*]} (PyPI kubernetes-validate)"
+  wheels="$(mktemp -d)"
+  python3 -m pip download -q --no-deps --only-binary=:all: --require-hashes \
+    -r infra/tools/k8s-schemas.txt -d "$wheels"
+  rm -rf .bin/k8s-schemas
+  python3 infra/tools/k8s_schemas.py "$wheels"/kubernetes_validate-*.whl .bin/k8s-schemas "${K8S_SCHEMA_VERSIONS[@]}"
+  printf '%s' "$schema_stamp" > .bin/k8s-schemas/STAMP
+  rm -rf "$wheels"
+fi
+
 uv sync --frozen --all-packages -q
 echo "bootstrap: ok"
