@@ -126,6 +126,13 @@
     $("holder").textContent = holder || "";
     $("detail").textContent = detail || "";
     beep(outcome);
+    // The last scans, newest first: what the door saw when a guest asks.
+    const li = document.createElement("li");
+    li.dataset.outcome = outcome;
+    li.textContent = new Date().toLocaleTimeString() + " · " + (VERDICT[outcome] || outcome) + (holder ? " · " + holder : "");
+    const history = $("history");
+    history.prepend(li);
+    while (history.childElementCount > 20) history.lastElementChild.remove();
   }
 
   function timeOf(iso) {
@@ -207,9 +214,17 @@
     return "scan-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
   }
 
-  async function scan(raw) {
+  // One scan at a time, in the order they came (a typed code waits for the camera's scan in flight).
+  let chain = Promise.resolve();
+  function scan(raw) {
+    const run = chain.then(() => scanNow(raw));
+    chain = run.catch(() => {});
+    return run;
+  }
+
+  async function scanNow(raw) {
     const code = (raw || "").trim();
-    if (!code || busy || !listId) return;
+    if (!code || !listId) return;
     busy = true;
     try {
       const nonce = newNonce();
@@ -455,8 +470,6 @@
         if (code && (code !== last.code || at - last.at > REPEAT_MS)) {
           await scan(code);
           last = { code, at: Date.now() };
-        } else if (code) {
-          last.at = last.code === code ? last.at : at;
         }
       } catch (e) { /* a frame that could not be read */ }
     }

@@ -1,0 +1,390 @@
+"""The pages people use, in a real headless Chromium against the real stack:
+the buyer's page at an order's ``status_page_url`` and the door scanner at
+``/scan`` (CONTRACT.md, Pages), and the order link that opens the first.
+
+Every wait is for something to happen, bounded far above need (``WAIT_MS``);
+nothing is timed. The pages run under their real Content-Security-Policy, so
+the tests read them through Playwright's locators only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+import httpx
+import orjson
+import pypdfium2
+import pytest
+import websockets
+from playwright.async_api import Page, WebSocket, expect
+from ticketry.auth import issue_token
+from ticketry.settings import DEV_JWT_SECRET
+from ticketry_devstack.procs import Stack
+from websockets.typing import Subprotocol
+
+from tests.conftest import TokenFactory, make_stack
+from tests.e2e.pages_support import WAIT_MS, browser, qr_picture, write_y4m
+from tests.helpers import bearer, checkin_list, create_event, decode_qr, place_order, scan
+
+pytestmark = pytest.mark.e2e
+
+TIERS = [
+    {"id": "standard", "name": "Standard", "price": "39.00"},
+    {"id": "vip", "name": "VIP Lounge", "price": "120.00", "lane": "vip"},
+]
+
+
+@pytest.fixture(scope="module")
+def held(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack of its own that starts with no renderer: an order waits until a test starts one."""
+    root = tmp_path_factory.mktemp("pages-stack")
+    s = make_stack(root, renderers=0)
+    yield s
+    s.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def staff_token(sub: str, events: list[str]) -> str:
+    return issue_token(sub, "staff", key=DEV_JWT_SECRET, events=events)
+
+
+async def until_rendered(api: httpx.AsyncClient, order_id: str, tok: str) -> dict[str, Any]:
+    """Wait (bounded) for the order to have no ticket left to render."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        got: dict[str, Any] = (await api.get(f"/v1/orders/{order_id}", headers=bearer(tok))).json()
+        if got["status"] != "processing":
+            return got
+        assert time.monotonic() < deadline, got
+        await asyncio.sleep(0.1)
+
+
+async def ticket_codes(api: httpx.AsyncClient, order: dict[str, Any], tok: str) -> list[tuple[bytes, str]]:
+    """Each ticket's PDF and the code its QR carries."""
+    await until_rendered(api, order["id"], tok)
+    out = []
+    for tid in order["tickets"]:
+        pdf = await api.get(f"/v1/tickets/{tid}/pdf", headers=bearer(tok))
+        assert pdf.status_code == 200, pdf.text
+        out.append((pdf.content, decode_qr(pdf.content)))
+    return out
+
+
+def screenshot_dir(tmp_path: Path) -> Path:
+    """Where the 360 px screenshots go: ``TICKETRY_SCREENSHOT_DIR`` (e.g.
+    bench/results) or the test's own temporary directory."""
+    where = Path(os.environ.get("TICKETRY_SCREENSHOT_DIR") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+def pdf_pages(data: bytes) -> int:
+    doc = pypdfium2.PdfDocument(io.BytesIO(data))
+    try:
+        return len(doc)
+    finally:
+        doc.close()
+
+
+async def download(page: Page, link: Any) -> bytes:
+    """Click a download link as a person would; the file's bytes."""
+    async with page.expect_download() as info:
+        await link.click()
+    path = await (await info.value).path()
+    return Path(path).read_bytes()
+
+
+class Sockets:
+    """The page's progress sockets: their URLs and the messages each received."""
+
+    def __init__(self, page: Page) -> None:
+        self.urls: list[str] = []
+        self.messages: list[list[dict[str, Any]]] = []
+        page.on("websocket", self._opened)
+
+    def _opened(self, ws: WebSocket) -> None:
+        self.urls.append(ws.url)
+        got: list[dict[str, Any]] = []
+        self.messages.append(got)
+        ws.on("framereceived", lambda payload: got.append(orjson.loads(payload)))
+
+    async def wait_for(self, kind: str) -> None:
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while not any(m["type"] == kind for msgs in self.messages for m in msgs):
+            assert time.monotonic() < deadline, self.messages
+            await asyncio.sleep(0.05)
+
+
+# --- the buyer's page ----------------------------------------------------------
+
+
+async def test_buyers_page_follows_50_tickets_through_a_notifier_restart(
+    held: Stack, token: TokenFactory, tmp_path: Path
+) -> None:
+    org, buyer = token("pages-org-1", "organizer"), token("pages-buyer-1", "buyer")
+    async with httpx.AsyncClient(base_url=held.api_url, timeout=60) as api:
+        # Given a 50-ticket order that waits (no renderer yet)
+        event = await create_event(
+            api, org, capacity=500, name="Summer Night", venue="Columbiahalle", tiers=TIERS,
+            timezone="Europe/Berlin", starts_at="2027-06-01T20:00:00+02:00",
+        )  # fmt: skip
+        for r in held.renderers:
+            await asyncio.to_thread(r.stop)
+        holders = [f"Guest {n + 1}" for n in range(49)] + ["Zoë Ångström"]
+        placed = await place_order(api, buyer, event["id"], 50, tier="vip", holders=holders)
+        assert placed.status_code == 202, placed.text
+        order = placed.json()
+        url = order["status_page_url"]
+        assert url.startswith(f"{held.api_url}/o/{order['id']}#t="), url
+        link = url.partition("#t=")[2]
+
+        async with browser(tmp_path / "profile") as context:
+            page = await context.new_page()
+            sockets = Sockets(page)
+            requested: list[str] = []
+            page.on("request", lambda req: requested.append(req.url))
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+            # When the buyer opens the link
+            await page.goto(url)
+            status, progress = page.get_by_test_id("order-status"), page.get_by_test_id("order-progress")
+            await expect(progress).to_have_text("0 / 50")
+            await expect(status).to_have_text("processing")
+            await expect(page.get_by_role("heading", level=1)).to_have_text("Summer Night")
+            await expect(page.locator("#tier-name")).to_have_text("VIP Lounge")
+            await sockets.wait_for("snapshot")
+            # Then the link left the address bar at once
+            assert "#" not in page.url and link not in page.url
+
+            # When the notifier goes away, the whole order renders meanwhile, and it comes back
+            await asyncio.to_thread(held.procs["notifier"].stop)
+            await asyncio.to_thread(held.start_renderer)
+            done = await until_rendered(api, order["id"], buyer)
+            assert (done["status"], done["rendered"]) == ("completed", 50)
+            await asyncio.to_thread(held.start_notifier)
+
+            # Then the page resumes where its socket stopped and misses no ticket
+            await expect(status).to_have_text("completed")
+            await expect(progress).to_have_text("50 / 50")
+            links = page.locator("a[data-testid=ticket-link]")
+            await expect(links).to_have_count(50)
+            hrefs = {await a.get_attribute("href") for a in await links.all()}
+            assert hrefs == {f"/o/{order['id']}/tickets/{t}.pdf" for t in order["tickets"]}
+            resumed = [n for n, u in enumerate(sockets.urls) if "after=" in u]
+            assert resumed, sockets.urls
+            delivered = {m["ticket_id"] for n in resumed for m in sockets.messages[n] if m["type"] == "ticket.rendered"}
+            assert delivered == set(order["tickets"])
+            # ...and the link was never in a URL (the socket took it as a subprotocol)
+            assert not [u for u in requested + sockets.urls if link in u]
+
+            # A ticket downloads through its link, as a PDF with its own code
+            first = page.locator("a[data-testid=ticket-link]").first
+            pdf = await download(page, first)
+            assert pdf.startswith(b"%PDF-")
+            assert decode_qr(pdf).startswith("TK2.")
+            fetched = await page.request.get(urljoin(page.url, await first.get_attribute("href") or ""))
+            assert fetched.status == 200 and fetched.headers["content-type"] == "application/pdf"
+            # ...and all of them as one PDF of 50 pages
+            everything = await download(page, page.get_by_test_id("download-all"))
+            assert pdf_pages(everything) == 50
+
+            # Readable on a phone: nothing wider than its 360 px
+            assert await page.evaluate("document.documentElement.scrollWidth") <= 360
+            await page.screenshot(path=screenshot_dir(tmp_path) / "order-page-360.png")
+            assert not errors, errors
+
+            # Opened again without the link (a reload: the fragment is gone), it still shows the order
+            await page.reload()
+            await expect(status).to_have_text("completed")
+            await expect(page.locator("a[data-testid=ticket-link]")).to_have_count(50)
+
+
+async def test_an_order_link_opens_its_own_order_only(
+    stack: Stack, api: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    org, buyer, other = token("pages-org-2", "organizer"), token("pages-buyer-2", "buyer"), token("pb-3", "buyer")
+    event = await create_event(api, org, capacity=50)
+    mine = (await place_order(api, buyer, event["id"], 3)).json()
+    theirs = (await place_order(api, other, event["id"], 1)).json()
+    link = mine["status_page_url"].partition("#t=")[2]
+    await until_rendered(api, mine["id"], buyer)
+
+    # The link reads its order, its PDFs and its progress
+    assert (await api.get(f"/o/{mine['id']}/state", headers=bearer(link))).json()["rendered"] == 3
+    joined = await api.get(f"/v1/orders/{mine['id']}/pdf", headers=bearer(link))
+    assert joined.status_code == 200 and joined.headers["content-type"] == "application/pdf"
+    assert pdf_pages(joined.content) == 3
+    async with (
+        asyncio.timeout(60),
+        websockets.connect(mine["progress_url"], subprotocols=[Subprotocol(f"bearer.{link}")]) as ws,
+    ):
+        assert orjson.loads(await ws.recv())["type"] == "snapshot"
+
+    # ...and nothing else: not another order, not the REST api as a buyer
+    assert (await api.get(f"/o/{theirs['id']}/state", headers=bearer(link))).status_code == 401
+    assert (await api.get(f"/v1/orders/{theirs['id']}/pdf", headers=bearer(link))).status_code == 401
+    assert (await api.get(f"/v1/orders/{mine['id']}", headers=bearer(link))).status_code == 401
+    assert (await place_order(api, link, event["id"], 1)).status_code == 401
+    with pytest.raises(websockets.ConnectionClosed) as closed:
+        async with (
+            asyncio.timeout(60),
+            websockets.connect(theirs["progress_url"], subprotocols=[Subprotocol(f"bearer.{link}")]) as ws,
+        ):
+            await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+    # A ticket of another order through this order's page: 404
+    other_ticket = theirs["tickets"][0]
+    assert (await api.get(f"/o/{mine['id']}/tickets/{other_ticket}.pdf", headers=bearer(link))).status_code == 404
+
+    # The page's cookie: HttpOnly, SameSite=Strict, only for this order's page, never for a script
+    opened = await api.post(f"/o/{mine['id']}/session", headers=bearer(link))
+    assert opened.status_code == 204
+    cookie = opened.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and f"path=/o/{mine['id']}" in cookie
+    # ...and the session cannot be opened with the cookie alone (no cross-site request can)
+    cookie_value = opened.cookies["ticketry_order"]
+    again = await api.post(f"/o/{mine['id']}/session", headers={"Cookie": f"ticketry_order={cookie_value}"})
+    assert again.status_code == 401
+
+    # Download all is its buyer's (or the link's): another buyer gets 404, its buyer the PDF
+    assert (await api.get(f"/v1/orders/{mine['id']}/pdf", headers=bearer(other))).status_code == 404
+    assert (await api.get(f"/v1/orders/{mine['id']}/pdf", headers=bearer(buyer))).status_code == 200
+    # The pages themselves are served under their own CSP
+    html = await api.get(f"/o/{mine['id']}")
+    assert html.status_code == 200 and "script-src 'self'" in html.headers["content-security-policy"]
+    assert stack.notifier_url in html.headers["content-security-policy"]
+
+
+# --- the door scanner ---------------------------------------------------------------
+
+
+async def test_scanner_camera_admits_then_already_and_refuses_another_events_ticket(
+    stack: Stack, api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
+) -> None:
+    org, buyer = token("pages-org-3", "organizer"), token("pages-buyer-3", "buyer")
+    # Given an event with a door, a ticket of it, and a ticket of another event
+    event = await create_event(api, org, capacity=50, tiers=TIERS)
+    elsewhere = await create_event(api, org, capacity=50, name="Another Night")
+    door = await checkin_list(api, org, event["id"], name="Main door")
+    order = (await place_order(api, buyer, event["id"], 1, holder_name="Łukasz Żółć")).json()
+    foreign = (await place_order(api, buyer, elsewhere["id"], 1)).json()
+    [(pdf, code)] = await ticket_codes(api, order, buyer)
+    [(_, foreign_code)] = await ticket_codes(api, foreign, buyer)
+    staff = staff_token("pages-door-3", [event["id"]])
+    # ...and a camera that sees the ticket (Chromium's fake camera playing its QR)
+    camera = write_y4m(tmp_path / "ticket.y4m", qr_picture(pdf))
+
+    async with browser(tmp_path / "profile", camera=camera) as context:
+        page = await context.new_page()
+        # When door staff open the scanner link and turn the camera on
+        await page.goto(f"{stack.api_url}/scan#token={staff}&list={door}")
+        await expect(page.get_by_role("heading", level=1)).to_have_text("Main door")
+        assert "#" not in page.url  # token and list went to the device, not the address bar
+        await page.get_by_test_id("camera-start").click()
+        result, history = page.get_by_test_id("scan-result"), page.locator("[data-testid=scan-history] li")
+
+        # Then the ticket is admitted, with its holder and tier; held in view, it is then already in
+        await expect(history.last).to_have_attribute("data-outcome", "admitted")
+        await expect(history.last).to_contain_text("Łukasz Żółć")
+        await expect(history.first).to_have_attribute("data-outcome", "already")
+        await expect(result).to_have_attribute("data-outcome", "already")
+        await page.get_by_test_id("camera-start").click()  # the camera off again
+        # (the server agrees: one check-in)
+        assert (await scan(api, staff, code, door)).status_code == 409
+
+        # When a ticket of another event is typed in, it is the wrong list
+        await page.get_by_test_id("scan-input").fill(foreign_code)
+        await page.get_by_test_id("scan-submit").click()
+        await expect(result).to_have_attribute("data-outcome", "wrong_list")
+        # ...and a forged code is unknown
+        await page.get_by_label("Ticket code").fill(code[:-4] + ("AAAA" if not code.endswith("AAAA") else "BBBB"))
+        await page.get_by_test_id("scan-submit").click()
+        await expect(result).to_have_attribute("data-outcome", "unknown")
+        await page.screenshot(path=screenshot_dir(tmp_path) / "scan-page-360.png")
+
+
+async def test_scanner_offline_admits_locally_uploads_later_and_reports_a_conflict_once(
+    stack: Stack, api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
+) -> None:
+    org, buyer = token("pages-org-4", "organizer"), token("pages-buyer-4", "buyer")
+    event = await create_event(api, org, capacity=50, tiers=TIERS)
+    elsewhere = await create_event(api, org, capacity=50)
+    door = await checkin_list(api, org, event["id"], name="North door")
+    order = (await place_order(api, buyer, event["id"], 2)).json()
+    [(_, first), (_, second)] = await ticket_codes(api, order, buyer)
+    foreign = (await place_order(api, buyer, elsewhere["id"], 1)).json()
+    [(_, foreign_code)] = await ticket_codes(api, foreign, buyer)
+    staff = staff_token("pages-door-4", [event["id"]])
+
+    async with browser(tmp_path / "profile") as context:
+        page = await context.new_page()
+        await page.goto(f"{stack.api_url}/scan#token={staff}&list={door}")
+        await expect(page.get_by_role("heading", level=1)).to_have_text("North door")  # keys and list are on the device
+        result, queue = page.get_by_test_id("scan-result"), page.get_by_test_id("scan-queue")
+        code_box, submit = page.get_by_test_id("scan-input"), page.get_by_test_id("scan-submit")
+
+        # Given the network is gone
+        await context.set_offline(True)
+        await expect(page.get_by_test_id("scan-network")).to_have_attribute("data-online", "false")
+        # When two tickets are scanned, both are admitted on the device and wait to be uploaded
+        for n, code in enumerate((first, second)):
+            await code_box.fill(code)
+            await submit.click()
+            await expect(result).to_have_attribute("data-outcome", "admitted")
+            await expect(queue).to_have_attribute("data-count", str(n + 1))
+        # ...the same ticket again is already in, another event's is the wrong list (judged offline too)
+        await code_box.fill(first)
+        await submit.click()
+        await expect(result).to_have_attribute("data-outcome", "already")
+        await code_box.fill(foreign_code)
+        await submit.click()
+        await expect(result).to_have_attribute("data-outcome", "wrong_list")
+        await expect(queue).to_have_attribute("data-count", "2")
+        # ...while another door, online, admits the second ticket first
+        assert (await scan(api, staff_token("pages-door-5", [event["id"]]), second, door)).status_code == 200
+
+        # When the network is back
+        await context.set_offline(False)
+        # Then both scans are uploaded, and the second ticket comes back as a conflict, once
+        await expect(queue).to_have_attribute("data-count", "0")
+        conflicts = page.get_by_test_id("scan-conflict")
+        await expect(conflicts).to_have_count(1)
+        await expect(conflicts).to_have_attribute("data-ticket", order["tickets"][1])
+        await expect(conflicts).to_have_attribute("data-kind", "already")
+        # (the server holds the first ticket as checked in by this door's upload)
+        again = await scan(api, staff, first, door)
+        assert again.status_code == 409 and "checked_in_at" in again.json()
+        # ...and after the page is opened again and uploads once more, still once
+        await page.reload()
+        await expect(page.get_by_role("heading", level=1)).to_have_text("North door")
+        await expect(queue).to_have_attribute("data-count", "0")
+        await expect(page.get_by_test_id("scan-conflict")).to_have_count(1)
+
+
+async def test_scanner_routes_keep_to_the_staff_tokens_events(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    org, buyer = token("pages-org-6", "organizer"), token("pages-buyer-6", "buyer")
+    event = await create_event(api, org, capacity=50)
+    other = await create_event(api, org, capacity=50)
+    door = await checkin_list(api, org, event["id"])
+    cancelled = (await place_order(api, buyer, event["id"], 1)).json()
+    kept = (await place_order(api, buyer, event["id"], 1)).json()
+    assert (await api.post(f"/v1/orders/{cancelled['id']}/cancel", headers=bearer(buyer))).status_code == 200
+    staff, stranger = staff_token("pages-door-6", [event["id"]]), staff_token("pages-door-7", [other["id"]])
+
+    got = await api.get(f"/v1/checkin-lists/{door}", headers=bearer(staff))
+    assert got.status_code == 200 and got.json()["event_id"] == event["id"]
+    assert (await api.get(f"/v1/checkin-lists/{door}", headers=bearer(stranger))).status_code == 403
+    assert (await api.get(f"/v1/checkin-lists/{door}", headers=bearer(buyer))).status_code == 403
+    revoked = await api.get(f"/v1/events/{event['id']}/revocations", headers=bearer(staff))
+    assert revoked.status_code == 200
+    assert cancelled["id"] in revoked.json()["orders"] and kept["id"] not in revoked.json()["orders"]
+    assert (await api.get(f"/v1/events/{event['id']}/revocations", headers=bearer(stranger))).status_code == 403
