@@ -234,12 +234,16 @@ def _install_record_factory() -> None:
 
 
 def _prints_to_terminal(handler: logging.Handler) -> bool:
-    return type(handler) is logging.StreamHandler and handler.stream in (
-        sys.stdout,
-        sys.stderr,
-        sys.__stdout__,
-        sys.__stderr__,
-    )
+    """A plain StreamHandler on stdout or stderr (by object or by descriptor)."""
+    if type(handler) is not logging.StreamHandler:
+        return False
+    stream = handler.stream
+    if stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        return True
+    try:
+        return int(stream.fileno()) in (1, 2)
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return False
 
 
 def adopt_library_loggers() -> None:
