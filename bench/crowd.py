@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import re
@@ -110,6 +111,79 @@ class Socket:
             self.snapshot.set()
 
 
+class RawSocket:
+    """A lean WebSocket client (RFC 6455 by hand: upgrade, read frames, answer
+    pings, close) for the memory ramp and the burst, so that 10,000 sockets and
+    a burst of 2,000 cost this process little and the figures are the notifier's.
+    Same interface as :class:`Socket`."""
+
+    def __init__(self, url: str, release: asyncio.Event) -> None:
+        rest = url.removeprefix("ws://")
+        self.hostport, _, path = rest.partition("/")
+        self.path = "/" + path
+        self.release = release
+        self.snapshot_at: float | None = None
+        self.closed: tuple[int, str] | None = None
+        self.error: str | None = None
+        self.snapshot = asyncio.Event()
+
+    async def run(self) -> None:
+        writer: asyncio.StreamWriter | None = None
+        try:
+            host, _, port = self.hostport.partition(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            key = base64.b64encode(os.urandom(16)).decode()
+            writer.write(
+                f"GET {self.path} HTTP/1.1\r\nHost: {self.hostport}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+            )
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 101"):
+                raise RuntimeError(head.split(b"\r\n", 1)[0].decode(errors="replace"))
+            closer = asyncio.create_task(self._close_on_release(writer))
+            try:
+                while True:
+                    opcode, payload = await _read_frame(reader)
+                    if opcode == 0x1 and self.snapshot_at is None:
+                        self.snapshot_at = time.perf_counter()
+                        self.snapshot.set()
+                    elif opcode == 0x9:
+                        writer.write(_client_frame(0xA, payload))
+                    elif opcode == 0x8:
+                        code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
+                        if not self.release.is_set():
+                            self.closed = (code, payload[2:].decode(errors="replace"))
+                        return
+            finally:
+                closer.cancel()
+        except (OSError, asyncio.IncompleteReadError, RuntimeError) as exc:
+            self.error = f"{type(exc).__name__}: {exc}"[:200]
+        finally:
+            self.snapshot.set()
+            if writer is not None:
+                writer.close()
+
+    async def _close_on_release(self, writer: asyncio.StreamWriter) -> None:
+        await self.release.wait()
+        writer.write(_client_frame(0x8, (1000).to_bytes(2, "big")))
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    b0, b1 = await reader.readexactly(2)
+    n = b1 & 0x7F
+    if n == 126:
+        n = int.from_bytes(await reader.readexactly(2), "big")
+    elif n == 127:
+        n = int.from_bytes(await reader.readexactly(8), "big")
+    return b0 & 0x0F, await reader.readexactly(n)  # a server's frames are not masked
+
+
+def _client_frame(opcode: int, payload: bytes) -> bytes:
+    """A final frame as a client must send it: masked (payloads < 126 bytes here)."""
+    mask = os.urandom(4)
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
 async def place_orders(stack: Stack, n: int) -> list[tuple[str, str]]:
     """``n`` 1-ticket orders of ``n`` buyers: ``(buyer, progress_url)``."""
     out: list[tuple[str, str]] = []
@@ -127,7 +201,7 @@ async def stream_position(stack: Stack, buyer: str, progress_url: str) -> str:
         return str(orjson.loads(await ws.recv())["id"])
 
 
-def _summary(socks: Sequence[Socket], t0: float) -> dict[str, Any]:
+def _summary(socks: Sequence[Socket | RawSocket], t0: float) -> dict[str, Any]:
     served = [s for s in socks if s.snapshot_at is not None]
     closes: dict[str, int] = {}
     for s in socks:
@@ -173,18 +247,24 @@ async def crowd(stack: Stack, orders: list[tuple[str, str]], n: int, start_rende
 async def memory(stack: Stack, orders: list[tuple[str, str]], total: int, wave: int = 1000) -> dict[str, Any]:
     """Hold ``total`` idle sockets open, in waves; the notifier's RSS after each."""
     pid = stack.procs["notifier"].pid
+    warm = asyncio.Event()  # a few sockets first: lazy imports and caches are not per socket
+    first = [RawSocket(f"{url}?token={token(buyer, 'buyer')}", warm) for buyer, url in orders[:20]]
+    warming = [asyncio.create_task(s.run()) for s in first]
+    await asyncio.gather(*(s.snapshot.wait() for s in first))
+    warm.set()
+    await asyncio.gather(*warming)
     await wait_gauge(stack, 0)
     release = asyncio.Event()
-    socks: list[Socket] = []
+    socks: list[RawSocket] = []
     tasks: list[asyncio.Task[None]] = []
     rss = [(0, rss_mb(pid))]
     try:
         while len(socks) < total:
-            batch = []
+            batch: list[RawSocket] = []
             for _ in range(min(wave, total - len(socks))):
                 i = len(socks) + len(batch)
                 buyer, url = orders[(i // PER_BUYER) % len(orders)]
-                batch.append(Socket(f"{url}?token={token(buyer, 'buyer')}", release))
+                batch.append(RawSocket(f"{url}?token={token(buyer, 'buyer')}", release))
             tasks += [asyncio.create_task(s.run()) for s in batch]
             await asyncio.gather(*(s.snapshot.wait() for s in batch))
             socks += batch
@@ -197,8 +277,10 @@ async def memory(stack: Stack, orders: list[tuple[str, str]], total: int, wave: 
     await wait_gauge(stack, 0)
     base = rss[0][1]
     per_kb = {n: (mb - base) * 1024 / n for n, mb in rss[1:] if n}
+    (n1, mb1), (n2, mb2) = rss[1], rss[-1]
     return {
         "rss_mb": rss,
+        "kb_per_socket_marginal": (mb2 - mb1) * 1024 / (n2 - n1) if n2 > n1 else None,
         "rss_after_close_mb": rss_mb(pid),
         "gauge_at_peak": open_now,
         "kb_per_socket": per_kb,
@@ -212,7 +294,7 @@ async def burst(stack: Stack, orders: list[tuple[str, str]], n: int) -> dict[str
     await wait_gauge(stack, 0)
     release = asyncio.Event()
     socks = [
-        Socket(f"{url}?token={token(buyer, 'buyer')}", release)
+        RawSocket(f"{url}?token={token(buyer, 'buyer')}", release)
         for i in range(n)
         for buyer, url in [orders[(i // PER_BUYER) % len(orders)]]
     ]
@@ -255,14 +337,16 @@ def main() -> int:
         async def go() -> None:
             print(f"placing {args.orders} orders …", flush=True)
             orders = await place_orders(stack, args.orders)
-            print(f"crowd: {args.crowd} sockets at once, then a renderer …", flush=True)
-            out["crowd"] = await crowd(stack, orders, args.crowd, start_renderer=True)
-            print(out["crowd"], flush=True)
+            # Memory first, on a notifier that has held no crowd yet (CPython keeps
+            # what it once allocated and reuses it: a later baseline would hide it).
             print(f"memory: up to {args.sockets} sockets held open …", flush=True)
             out["memory"] = await memory(stack, orders, args.sockets)
             print(f"burst: {args.burst} sockets at once …", flush=True)
             out["burst"] = await burst(stack, orders, args.burst)
             print(out["burst"], flush=True)
+            print(f"crowd: {args.crowd} sockets at once, then a renderer …", flush=True)
+            out["crowd"] = await crowd(stack, orders, args.crowd, start_renderer=True)
+            print(out["crowd"], flush=True)
 
         asyncio.run(go())
     finally:
@@ -277,6 +361,7 @@ def main() -> int:
          f"{c['completed']} / {c['all_completed_after_renderer_start_s'] or 0:.2f}"),
         *[(f"notifier RSS per idle socket at {n:,} sockets (KB)", f"{v:.1f}") for n, v in kb.items()
           if n in (1000, args.sockets)],
+        ("notifier RSS per socket, marginal from 1,000 to the peak (KB)", f"{m['kb_per_socket_marginal'] or 0:.1f}"),
         ("notifier RSS: idle / at peak / after all closed (MB)",
          f"{m['rss_mb'][0][1]:.1f} / {m['rss_mb'][-1][1]:.1f} / {m['rss_after_close_mb']:.1f}"),
         (f"burst: {b['sockets']} at once, served / all snapshots in (s)",
