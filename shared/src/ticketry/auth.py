@@ -8,31 +8,52 @@ Whatever is configured, a token signed with any other algorithm — ``none``,
 HS512, an RS256 token presented to an HS256 service (the classic key-confusion
 attack) — is refused: the accepted algorithm list always has exactly one entry
 and the key type must fit it.
+
+``TICKETRY_JWT_JWKS_URL`` fetches the JWKS from the identity provider instead
+(PyJWT's ``PyJWKClient``; refreshed every ``TICKETRY_JWT_JWKS_CACHE_S``, and on
+an unknown ``kid`` at most every 30 s; a failed refresh keeps the last good
+set). ``TICKETRY_JWT_ISSUER`` / ``TICKETRY_JWT_AUDIENCE``, when set, must match
+the token's ``iss`` / ``aud`` (both then required). An HS secret shorter than
+its hash (32 bytes for HS256, RFC 7518 §3.2) is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
+from urllib.parse import urlsplit
 
 import jwt
 from jwt.algorithms import get_default_algorithms
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+log = logging.getLogger(__name__)
 
 Role = Literal["buyer", "organizer", "staff", "admin"]
 ROLES: frozenset[str] = frozenset({"buyer", "organizer", "staff", "admin"})
 SYMMETRIC: frozenset[str] = frozenset({"HS256", "HS384", "HS512"})
 ASYMMETRIC: frozenset[str] = frozenset({"RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"})
+# RFC 7518 §3.2: an HMAC key at least as long as the hash's output.
+MIN_SECRET_BYTES: dict[str, int] = {"HS256": 32, "HS384": 48, "HS512": 64}
+# The JWK key type each asymmetric algorithm takes (other keys of a JWKS are skipped).
+_KEY_TYPE = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
 
 
 class AuthError(Exception):
     """Missing, malformed, expired or otherwise unacceptable token."""
+
+
+class ConfigurationError(RuntimeError):
+    """The environment does not describe a runnable service. (Not a pydantic
+    ValueError: pydantic would print the offending input, a secret among them.)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,25 +111,49 @@ def _principal(claims: dict[str, Any]) -> Principal:
     )
 
 
-def decode_token(token: str, *, key: Any, algorithm: str = "HS256", leeway_s: int = 30) -> Principal:
+def decode_token(
+    token: str,
+    *,
+    key: Any,
+    algorithm: str = "HS256",
+    leeway_s: int = 30,
+    issuer: str | None = None,
+    audience: str | None = None,
+) -> Principal:
     """Verify a JWT and return its principal. Only ``algorithm`` is accepted;
     ``exp`` and ``sub`` are required, ``nbf``/``iat`` are checked when present
-    (with ``leeway_s`` of clock skew)."""
+    (with ``leeway_s`` of clock skew); ``iss`` and ``aud`` are required and must
+    match when ``issuer`` / ``audience`` are given. A token with an ``aud`` is
+    refused when no ``audience`` is given (PyJWT's rule; order links rely on it)."""
     if algorithm not in SYMMETRIC | ASYMMETRIC:
         raise AuthError("algorithm not allowed")
     if len(token) > 8192:
         raise AuthError("token too long")
+    required = ["exp", "sub"] + (["iss"] if issuer else []) + (["aud"] if audience else [])
     try:
         claims = jwt.decode(
             token,
             key,
             algorithms=[algorithm],
-            options={"require": ["exp", "sub"], "verify_signature": True},
+            options={"require": required, "verify_signature": True},
             leeway=leeway_s,
+            issuer=issuer,
+            audience=audience,
         )
     except jwt.PyJWTError as exc:
         raise AuthError(str(exc)) from exc
     return _principal(claims)
+
+
+def is_loopback_url(url: str) -> bool:
+    """True when ``url``'s host is this machine (``localhost``, 127.0.0.0/8, ::1)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class JwtSettings(BaseSettings):
@@ -120,7 +165,85 @@ class JwtSettings(BaseSettings):
     jwt_secret: SecretStr | None = None
     jwt_public_key: str | None = None
     jwt_jwks_file: Path | None = None
+    # The identity provider's JWKS endpoint (https; http only on loopback).
+    jwt_jwks_url: str | None = None
+    jwt_jwks_cache_s: float = Field(default=300.0, gt=0)
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
     jwt_leeway_s: int = 30
+
+    @model_validator(mode="after")
+    def _safe(self) -> JwtSettings:
+        if self.jwt_secret is not None:
+            # The secret signs HS tokens (when the algorithm is one) and order
+            # links (HS256) in every mode: never shorter than the hash.
+            need = max(MIN_SECRET_BYTES.get(self.jwt_algorithm, 0), MIN_SECRET_BYTES["HS256"])
+            have = len(self.jwt_secret.get_secret_value().encode())
+            if have < need:
+                raise ConfigurationError(
+                    f"TICKETRY_JWT_SECRET has {have} bytes; {self.jwt_algorithm} needs at least {need} "
+                    "(RFC 7518 §3.2). Make one with: openssl rand -hex 32"
+                )
+        if self.jwt_jwks_url is not None:
+            scheme = urlsplit(self.jwt_jwks_url).scheme
+            if scheme != "https" and not (scheme == "http" and is_loopback_url(self.jwt_jwks_url)):
+                raise ValueError("TICKETRY_JWT_JWKS_URL must be https:// (http:// only on loopback)")
+        if self.jwt_audience == ORDER_LINK_AUDIENCE:
+            raise ValueError(f"TICKETRY_JWT_AUDIENCE may not be {ORDER_LINK_AUDIENCE!r} (the order links' own)")
+        return self
+
+
+class RemoteJwks:
+    """The signing keys an identity provider publishes at a JWKS URL, fetched
+    with PyJWT's :class:`jwt.PyJWKClient`.
+
+    Fetched at construction (a wrong URL fails the service's start, not its
+    first request), again once ``cache_s`` old, and when a token names a ``kid``
+    the set lacks (key rotation at the provider) — but never more than once
+    every ``min_refresh_s``, so tokens with made-up ``kid``s cannot make the
+    service hammer the provider. A failed refresh keeps the last good keys.
+    Fetching is synchronous (``PyJWKClient``), bounded by ``timeout_s``: rare,
+    not per request."""
+
+    def __init__(
+        self, url: str, algorithm: str, *, cache_s: float = 300.0, min_refresh_s: float = 30.0, timeout_s: float = 5.0
+    ) -> None:
+        self.url, self.algorithm = url, algorithm
+        self.cache_s, self.min_refresh_s = cache_s, min_refresh_s
+        self._client = jwt.PyJWKClient(url, cache_jwk_set=False, cache_keys=False, timeout=int(max(1, timeout_s)))
+        self.keys: dict[str, Any] = {}
+        self.default: Any = None
+        self.fetched_at = self.tried_at = float("-inf")
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Fetch the set now; raises :class:`jwt.PyJWTError` when it cannot."""
+        self.tried_at = time.monotonic()
+        jwk_set = self._client.get_jwk_set(refresh=True)
+        kty = _KEY_TYPE[self.algorithm[:2]]
+        keys: dict[str, Any] = {}
+        default: Any = None
+        for jwk in jwk_set.keys:
+            if jwk.public_key_use not in (None, "sig") or jwk.key_type != kty:
+                continue
+            if jwk.key_id:
+                keys[jwk.key_id] = jwk.key
+            elif default is None:
+                default = jwk.key
+        if not keys and default is None:
+            raise jwt.PyJWKSetError(f"no {kty} signing key for {self.algorithm} at {self.url}")
+        self.keys, self.default, self.fetched_at = keys, default, time.monotonic()
+
+    def key_for(self, kid: str | None) -> Any:
+        """The key for ``kid`` (None: the set's key without a ``kid``), or None."""
+        now = time.monotonic()
+        known = (kid in self.keys) if kid is not None else self.default is not None
+        if (not known or now - self.fetched_at > self.cache_s) and now - self.tried_at >= self.min_refresh_s:
+            try:
+                self.refresh()
+            except jwt.PyJWTError as exc:
+                log.warning("JWKS refresh failed; keeping the last good keys", extra={"error": str(exc)})
+        return self.keys.get(kid) if kid is not None else self.default
 
 
 @dataclass
@@ -135,25 +258,35 @@ class TokenVerifier:
     key: Any = None
     keys: dict[str, Any] = field(default_factory=dict)
     leeway_s: int = 30
+    issuer: str | None = None
+    audience: str | None = None
+    # Keys from the identity provider's JWKS URL, looked up before ``keys``/``key``.
+    remote: RemoteJwks | None = None
 
     def __post_init__(self) -> None:
         if self.algorithm not in SYMMETRIC | ASYMMETRIC:
             raise ValueError(f"JWT algorithm {self.algorithm!r} is not allowed")
-        if self.key is None and not self.keys:
+        if self.key is None and not self.keys and self.remote is None:
             raise ValueError(f"no verification key configured for {self.algorithm}")
 
     def verify(self, token: str) -> Principal:
         key = self.key
-        if self.keys:
+        if self.keys or self.remote is not None:
             try:
                 kid = jwt.get_unverified_header(token).get("kid")
             except jwt.PyJWTError as exc:
                 raise AuthError(str(exc)) from exc
-            if isinstance(kid, str) and kid in self.keys:
-                key = self.keys[kid]
+            kid = kid if isinstance(kid, str) and len(kid) <= 256 else None
+            found = self.remote.key_for(kid) if self.remote is not None else None
+            if found is None and kid is not None:
+                found = self.keys.get(kid)
+            if found is not None:
+                key = found
             elif key is None:
                 raise AuthError("unknown key id")
-        return decode_token(token, key=key, algorithm=self.algorithm, leeway_s=self.leeway_s)
+        return decode_token(
+            token, key=key, algorithm=self.algorithm, leeway_s=self.leeway_s, issuer=self.issuer, audience=self.audience
+        )
 
     @classmethod
     def from_env(cls, *, fallback_secret: str | None = None) -> TokenVerifier:
@@ -168,7 +301,7 @@ class TokenVerifier:
             secret = s.jwt_secret.get_secret_value() if s.jwt_secret is not None else fallback_secret
             if not secret:
                 raise ValueError(f"{alg} needs TICKETRY_JWT_SECRET")
-            return cls(alg, key=secret, leeway_s=s.jwt_leeway_s)
+            return cls(alg, key=secret, leeway_s=s.jwt_leeway_s, issuer=s.jwt_issuer, audience=s.jwt_audience)
         if alg not in ASYMMETRIC:
             raise ValueError(f"JWT algorithm {alg!r} is not allowed")
         algo = get_default_algorithms()[alg]
@@ -190,9 +323,18 @@ class TokenVerifier:
                     keys[kid] = parsed
                 elif key is None:
                     key = parsed
-        if key is None and not keys:
-            raise ValueError(f"{alg} needs TICKETRY_JWT_PUBLIC_KEY or TICKETRY_JWT_JWKS_FILE")
-        return cls(alg, key=key, keys=keys, leeway_s=s.jwt_leeway_s)
+        remote = None
+        if s.jwt_jwks_url is not None:
+            try:
+                remote = RemoteJwks(s.jwt_jwks_url, alg, cache_s=s.jwt_jwks_cache_s)
+            except jwt.PyJWTError as exc:
+                raise ValueError(f"TICKETRY_JWT_JWKS_URL: {exc}") from exc
+        if key is None and not keys and remote is None:
+            raise ValueError(f"{alg} needs TICKETRY_JWT_PUBLIC_KEY, TICKETRY_JWT_JWKS_FILE or TICKETRY_JWT_JWKS_URL")
+        return cls(
+            alg, key=key, keys=keys, leeway_s=s.jwt_leeway_s, issuer=s.jwt_issuer, audience=s.jwt_audience,
+            remote=remote,
+        )  # fmt: skip
 
 
 def issue_token(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-from ticketry.settings import CommonSettings
+from pydantic import Field, model_validator
+from ticketry.auth import is_loopback_url
+from ticketry.settings import ConfigurationError, ServingSettings, is_loopback_host
 
 
-class ApiSettings(CommonSettings):
+class ApiSettings(ServingSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     # Where buyers reach the notifier; used to build each order's progress_url.
@@ -18,3 +19,27 @@ class ApiSettings(CommonSettings):
     run_projector: bool = True
     # Room for one name per ticket (`holders`) of a big order.
     max_body_bytes: int = 2 * 1024 * 1024
+    # Read here only to check it (web/links.py builds status_page_url from it).
+    api_public_url: str | None = None
+
+    @property
+    def bind_host(self) -> str:
+        return self.api_host
+
+    @model_validator(mode="after")
+    def _public_urls(self) -> ApiSettings:
+        """Outside dev mode an api that listens beyond loopback serves buyers
+        elsewhere: the links it hands out must not point at 127.0.0.1."""
+        if self.dev_mode or is_loopback_host(self.api_host):
+            return self
+        if is_loopback_url(self.notifier_public_url):
+            raise ConfigurationError(
+                f"TICKETRY_NOTIFIER_PUBLIC_URL is {self.notifier_public_url!r}: buyers elsewhere cannot reach it; "
+                "set where they reach the notifier (e.g. wss://progress.example.com)"
+            )
+        if self.api_public_url is None or is_loopback_url(self.api_public_url):
+            raise ConfigurationError(
+                "TICKETRY_API_PUBLIC_URL must say where buyers reach this api (e.g. https://tickets.example.com); "
+                "status page links would point at this host's loopback"
+            )
+        return self

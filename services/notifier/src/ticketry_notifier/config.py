@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pydantic import Field
-from ticketry.settings import CommonSettings
+from ticketry.settings import ServingSettings
 
 
-class NotifierSettings(CommonSettings):
+class NotifierSettings(ServingSettings):
     notifier_host: str = "127.0.0.1"
     notifier_port: int = 8001
     # Messages a socket may fall behind before it is closed (4008, with the id to
@@ -25,3 +25,7 @@ class NotifierSettings(CommonSettings):
     notifier_handshake_batch: int = Field(default=1000, ge=1)
     # Listen backlog: a burst of opens waits in the kernel, not refused.
     notifier_backlog: int = Field(default=4096, ge=128)
+
+    @property
+    def bind_host(self) -> str:
+        return self.notifier_host
