@@ -226,6 +226,8 @@ def test_an_api_serving_beyond_loopback_needs_public_urls() -> None:
     with pytest.raises(ConfigurationError, match="TICKETRY_API_PUBLIC_URL"):
         ApiSettings(**base, notifier_public_url="wss://progress.example.com")
     ApiSettings(**base, notifier_public_url="wss://progress.example.com", api_public_url="https://tickets.example.com")
+    # Said explicitly, loopback is meant (a single-host container try-out).
+    ApiSettings(**base, notifier_public_url="ws://localhost:8001", api_public_url="http://localhost:8000")
     # On loopback (a single host, `just up`), the defaults are right.
     ApiSettings(dev_mode=False, jwt_secret=SECRET)
 

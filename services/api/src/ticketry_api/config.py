@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pydantic import Field, model_validator
-from ticketry.auth import is_loopback_url
 from ticketry.settings import ConfigurationError, ServingSettings, is_loopback_host
 
 
@@ -29,17 +28,19 @@ class ApiSettings(ServingSettings):
     @model_validator(mode="after")
     def _public_urls(self) -> ApiSettings:
         """Outside dev mode an api that listens beyond loopback serves buyers
-        elsewhere: the links it hands out must not point at 127.0.0.1."""
+        elsewhere: where they reach the api and the notifier must be said (the
+        defaults point at 127.0.0.1). A value set explicitly is taken as meant,
+        ``ws://localhost:8001`` for a single-host try-out included."""
         if self.dev_mode or is_loopback_host(self.api_host):
             return self
-        if is_loopback_url(self.notifier_public_url):
+        if "notifier_public_url" not in self.model_fields_set:
             raise ConfigurationError(
-                f"TICKETRY_NOTIFIER_PUBLIC_URL is {self.notifier_public_url!r}: buyers elsewhere cannot reach it; "
-                "set where they reach the notifier (e.g. wss://progress.example.com)"
+                "set TICKETRY_NOTIFIER_PUBLIC_URL to where buyers reach the notifier (e.g. "
+                f"wss://progress.example.com): the default {self.notifier_public_url} is this host's loopback"
             )
-        if self.api_public_url is None or is_loopback_url(self.api_public_url):
+        if self.api_public_url is None:
             raise ConfigurationError(
-                "TICKETRY_API_PUBLIC_URL must say where buyers reach this api (e.g. https://tickets.example.com); "
+                "set TICKETRY_API_PUBLIC_URL to where buyers reach this api (e.g. https://tickets.example.com): "
                 "status page links would point at this host's loopback"
             )
         return self
