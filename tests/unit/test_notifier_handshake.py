@@ -135,7 +135,7 @@ def test_close_reasons_fit_a_close_frame_and_name_the_resume_id() -> None:
         assert len(close.reason.encode()) <= 123  # RFC 6455: 125 bytes with the code
     for close in (
         handshake.UNAUTHORIZED, handshake.NOT_FOUND, handshake.BAD_AFTER, handshake.NOTIFIER_FULL,
-        handshake.REDIS_UNAVAILABLE, handshake.TOO_MANY_FOR_USER, handshake.INTERNAL, handshake.CANCELLED,
+        handshake.UNAVAILABLE, handshake.TOO_MANY_FOR_USER, handshake.INTERNAL, handshake.CANCELLED,
     ):  # fmt: skip
         assert len(close.reason.encode()) <= 123
         assert close.code in (1000, 1011, 1013) or 4000 <= close.code <= 4999

@@ -6,7 +6,7 @@ Close codes the notifier sends (the reason always says what to do next):
 ======  ===========================================================================
 1000    the order was cancelled: nothing more will ever come
 1011    internal error (logged; reconnect with ``after=``)
-1013    try again later: the notifier is at its socket bound, or Redis is unavailable
+1013    try again later: the notifier is at its socket bound, or Redis / the store did not answer
 4008    too slow: the socket's queue filled up; reconnect with ``after=<id>``
 4400    ``after`` is not a stream id
 4401    no valid token, or the token expired (reconnect with a fresh one and ``after=<id>``)
@@ -50,7 +50,8 @@ UNAUTHORIZED = Close(4401, "unauthorized", "unauthorized")
 NOT_FOUND = Close(4404, "order not found", "not_found")
 BAD_AFTER = Close(4400, "invalid after: a stream id such as 1700000000000-0", "bad_after")
 NOTIFIER_FULL = Close(1013, "notifier at capacity; try again later", "full")
-REDIS_UNAVAILABLE = Close(1013, "try again later", "unavailable")
+# Redis or the store did not answer in time.
+UNAVAILABLE = Close(1013, "try again later", "unavailable")
 TOO_MANY_FOR_USER = Close(4429, "too many connections for this user", "user_limit")
 INTERNAL = Close(1011, "internal error; reconnect with after=", "error")
 CANCELLED = Close(1000, "order cancelled", "cancelled")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import resource
 from collections.abc import AsyncIterator
@@ -48,7 +49,11 @@ def connect_redis(settings: NotifierSettings) -> Redis:
     return Redis.from_pool(pool)
 
 
+log = logging.getLogger(__name__)
+
 PROGRESS_PATH = "/v1/orders/{order_id}/progress"
+# Files the process needs besides its sockets (Redis and store pools, logs, libraries).
+FILES_RESERVED = 256
 _PROGRESS_RE = re.compile(r"/v1/orders/([^/]+)/progress")
 
 
@@ -115,21 +120,30 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
 
 
 def raise_open_files_limit() -> int:
-    """Lift the soft limit on open files to the hard one: each socket is a file,
-    and a soft limit of 1,024 would cap the process far below its bound."""
+    """Lift the soft limit on open files to the hard one (each socket is a
+    file; a soft limit of 1,024 would cap the process far below its bound);
+    the limit now in force."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and soft < hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            return hard
-    return soft
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):  # above fs.nr_open: keep what we have
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    return soft if soft != resource.RLIM_INFINITY else 1 << 30
 
 
 def run() -> None:
     settings = NotifierSettings()
     setup_logging("notifier", settings.log_level)
     setup_tracing("notifier", settings.trace_file)
-    raise_open_files_limit()
+    files = raise_open_files_limit()
+    # Past the open-files limit, accept() fails and uvicorn drops connections
+    # without a word; below it, the bound answers 1013.
+    fit = files - FILES_RESERVED
+    if settings.notifier_max_sockets == 0 or settings.notifier_max_sockets > fit:
+        if settings.notifier_max_sockets:
+            log.warning("socket bound lowered to the open-files limit", extra={"max_sockets": fit, "nofile": files})
+        settings = settings.model_copy(update={"notifier_max_sockets": max(fit, 1)})
     uvicorn.run(
         ProgressFirst(create_app(settings)),
         host=settings.notifier_host,

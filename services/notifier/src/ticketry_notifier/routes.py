@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
+from pymongo.errors import PyMongoError
 from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -142,9 +143,9 @@ async def _open(
         session.delivered(upto_key, upto)
         if after is not None and after < upto_key and await _replay(app, ws, order_id, after, upto):
             return handshake.CANCELLED
-    except (Unavailable, RedisError) as exc:
-        log.warning("progress socket: redis unavailable", extra={"order_id": order_id, "error": str(exc)[:200]})
-        return handshake.REDIS_UNAVAILABLE
+    except (Unavailable, RedisError, PyMongoError) as exc:
+        log.warning("progress socket: store unavailable", extra={"order_id": order_id, "error": str(exc)[:200]})
+        return handshake.UNAVAILABLE
     if handshake.snapshot_status(progress) == "cancelled":
         return handshake.CANCELLED
     return None
