@@ -8,16 +8,25 @@ dashboard returns data and every alert rule evaluates without error."""
 from __future__ import annotations
 
 import asyncio
+import glob
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
+from prometheus_client.core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from ticketry_devstack.procs import Proc, Stack, free_port, wait_port
+from ticketry_scaler.metrics import RenderersCollector
 
 from tests.chaos.support import wait_until
 from tests.conftest import TokenFactory, make_stack
@@ -207,3 +216,54 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
         if "standby" in stack.procs:
             await asyncio.to_thread(stack.procs["standby"].stop, 60)
         await asyncio.to_thread(stack.stop)
+
+
+RENDERER = textwrap.dedent(
+    """
+    import sys
+    from prometheus_client import Counter, Histogram
+    rendered = Counter("ticketry_tickets_rendered", "Tickets rendered", ["lane"])
+    seconds = Histogram("ticketry_render_seconds", "One render", ["lane"], buckets=(0.1, 1.0))
+    n = int(sys.argv[1])
+    rendered.labels("vip").inc(n)
+    seconds.labels("vip").observe(0.05 * n)
+    """
+)
+
+
+def merged(path: Path) -> Iterable[Metric]:
+    """What the files in ``path`` sum to, read as prometheus_client reads them (no folding)."""
+    out: Iterable[Metric] = MultiProcessCollector.merge(glob.glob(str(path / "*.db")), accumulate=True)  # type: ignore[no-untyped-call]
+    return out
+
+
+def values(metrics: Iterable[Metric]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for m in metrics for s in m.samples}
+
+
+def test_the_files_of_exited_renderers_fold_into_one_archive(tmp_path: Path) -> None:
+    # Given three renderer processes that counted into the scaler's directory and exited
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+
+    def renderer(n: int) -> None:
+        subprocess.run([sys.executable, "-c", RENDERER, str(n)], env=env, check=True, timeout=60)
+
+    for n in (1, 2, 3):
+        renderer(n)
+    files = glob.glob(str(tmp_path / "*.db"))
+    assert len(files) == 6
+    as_they_were = values(merged(tmp_path))
+    # When the scaler's /metrics collects them
+    collected = values(RenderersCollector(tmp_path).collect())
+    # Then the sums are the same, from one archive file per type
+    assert collected == as_they_were
+    assert collected[("ticketry_tickets_rendered_total", (("lane", "vip"),))] == 6
+    assert collected[("ticketry_render_seconds_count", (("lane", "vip"),))] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["counter_archive.db", "histogram_archive.db"]
+    # And a later renderer's counts add to them, folded or not
+    renderer(4)
+    assert values(merged(tmp_path))[("ticketry_tickets_rendered_total", (("lane", "vip"),))] == 10
+    again = values(RenderersCollector(tmp_path).collect())
+    assert again[("ticketry_tickets_rendered_total", (("lane", "vip"),))] == 10
+    assert again[("ticketry_render_seconds_bucket", (("lane", "vip"), ("le", "0.1")))] == 2  # 0.05 and 0.1
+    assert again[("ticketry_render_seconds_bucket", (("lane", "vip"), ("le", "1.0")))] == 4

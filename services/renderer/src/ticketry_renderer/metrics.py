@@ -7,7 +7,7 @@ Where they are served
   scaler sets ``PROMETHEUS_MULTIPROC_DIR`` for them, ``prometheus_client``
   then keeps each process's values in a file there, and the scaler's
   ``/metrics`` sums the files (``ticketry_scaler.metrics``). A renderer that
-  exited still counts: its files stay until the scaler exits.
+  exited still counts: the scaler keeps its values until it exits itself.
 * Anywhere else (a Kubernetes pod) ``TICKETRY_METRICS_PORT`` serves this
   process's own ``/metrics`` (see ``main``).
 

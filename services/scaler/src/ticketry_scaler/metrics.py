@@ -17,8 +17,8 @@ One scrape target carries three kinds of series (CONTRACT.md "Metrics"):
   before the first one starts; ``prometheus_client`` in each renderer then
   keeps its values in files there (``counter_<pid>.db``…), and
   :class:`RenderersCollector` sums the files at each scrape. A renderer that
-  exited still counts (its files stay), so the sums only ever rise while this
-  scaler lives; the directory goes with the scaler, and Prometheus reads the
+  exited still counts (its files are folded into an archive file), so the sums
+  only ever rise while this scaler lives; the directory goes with the scaler, and Prometheus reads the
   new scaler's counters starting at 0 as a counter reset.
 """
 
@@ -37,6 +37,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 from redis.asyncio import Redis
 from ticketry import streams
@@ -164,16 +165,66 @@ class RenderersCollector:
     """The local renderers' series: the sum of their files in ``path``
     (``prometheus_client`` multiprocess mode). Files of this process are left
     out: they are already in the default registry (a scaler started with
-    ``PROMETHEUS_MULTIPROC_DIR`` set runs in multiprocess mode itself)."""
+    ``PROMETHEUS_MULTIPROC_DIR`` set runs in multiprocess mode itself).
+
+    Each renderer that ever ran leaves its files, and a scrape reads them all,
+    so before each scrape the files of renderers that exited are folded into
+    one archive file per type (counters and histograms hold plain sums per
+    key, so adding their values is exact) and removed, under the lock every
+    scrape takes: no scrape sees a value twice or not at all."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
+        self._lock = threading.Lock()
 
     def collect(self) -> Iterable[Metric]:
-        own = f"_{os.getpid()}.db"
-        files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if not f.endswith(own)]
-        merged: Iterable[Metric] = MultiProcessCollector.merge(files, accumulate=True)  # type: ignore[no-untyped-call]
-        return merged
+        with self._lock:
+            try:
+                self.compact()
+            except OSError as exc:  # never fail the scrape for it
+                log.warning("renderer metrics: compaction failed", extra={"error": repr(exc)})
+            own = f"_{os.getpid()}.db"
+            files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if not f.endswith(own)]
+            merged: Iterable[Metric] = MultiProcessCollector.merge(files, accumulate=True)  # type: ignore[no-untyped-call]
+            return merged
+
+    def compact(self) -> int:
+        """Fold the counter and histogram files of exited processes into
+        ``<type>_archive.db``; returns how many files went."""
+        folded = 0
+        for typ in ("counter", "histogram"):
+            dead = [f for f in glob.glob(os.path.join(self._path, f"{typ}_*.db")) if _exited(f)]
+            if not dead:
+                continue
+            totals: dict[str, float] = {}
+            for f in dead:
+                for key, value, _ts, _pos in MmapedDict.read_all_values_from_file(f):  # type: ignore[no-untyped-call]
+                    totals[key] = totals.get(key, 0.0) + value
+            archive = MmapedDict(os.path.join(self._path, f"{typ}_archive.db"))  # type: ignore[no-untyped-call]
+            try:
+                for key, add in totals.items():
+                    value, _ = archive.read_value(key)  # type: ignore[no-untyped-call]
+                    archive.write_value(key, value + add, 0.0)  # type: ignore[no-untyped-call]
+            finally:
+                archive.close()  # type: ignore[no-untyped-call]
+            for f in dead:
+                os.remove(f)
+            folded += len(dead)
+        return folded
+
+
+def _exited(path: str) -> bool:
+    """Whether the process that wrote ``<type>_<pid>.db`` has exited."""
+    pid_text = os.path.basename(path)[:-3].rpartition("_")[2]
+    if not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False  # the archive, or ours
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's (a reused pid)
+        return False
+    return False
 
 
 class _Union:
