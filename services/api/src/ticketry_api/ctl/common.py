@@ -20,9 +20,10 @@ from ticketry.db import connect_mongo, connect_redis
 
 T = TypeVar("T")
 
-# soft_wrap: a line is never broken for a terminal width (scripts grep the output).
-console = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# soft_wrap: a line is never broken for a terminal width (scripts grep the output);
+# tables written to a pipe or file get room for full stream and consumer names.
+console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON on stdout).")]
 STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")

@@ -11,16 +11,28 @@ import asyncio
 import os
 import socket
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.dispatcher import run_dispatcher
-from ticketry_api.webhooks.routes import router
 from ticketry_api.webhooks.sender import Sender
 
+if TYPE_CHECKING:
+    from ticketry_api.webhooks.routes import router
+
 __all__ = ["WebhookSettings", "router", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    # The routes (FastAPI and the event routes) load only where they are served:
+    # ticketryctl imports this package for its dead letters and starts faster.
+    if name == "router":
+        from ticketry_api.webhooks.routes import router
+
+        return router
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run(redis: Redis, stop: asyncio.Event) -> Coroutine[Any, Any, None]:

@@ -1,0 +1,223 @@
+"""``ticketryctl`` as operators run it: the real console script against a real stack."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from ticketry import streams
+from ticketry.auth import decode_token
+from ticketry.settings import DEV_JWT_SECRET
+from ticketry_devstack.procs import Stack, tool
+
+from tests.chaos.support import db_of, mongo_of, redis_of, wait_until
+from tests.conftest import TokenFactory, make_stack
+from tests.helpers import bearer, create_event, place_order
+
+pytestmark = pytest.mark.e2e
+
+ENV = {"TICKETRY_RENDER_MAX_ATTEMPTS": "2", "TICKETRY_RETRY_BASE_S": "0.1", "TICKETRY_RETRY_CAP_S": "0.5"}
+WAIT_S = 120  # a bound on a hang, far above need
+
+
+@pytest.fixture(scope="module")
+def ctl_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("ctl")
+    stack = make_stack(root, 1, ENV)
+    yield stack
+    stack.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+async def capi(ctl_stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=ctl_stack.api_url, timeout=60) as client:
+        yield client
+
+
+def ctl(stack: Stack, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool("ticketryctl"), *args], env=stack.service_env(env), capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+
+
+async def actl(stack: Stack, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(ctl, stack, *args, env=env)
+
+
+def ok_json(p: subprocess.CompletedProcess[str]) -> Any:
+    assert p.returncode == 0, p.stdout + p.stderr
+    return orjson.loads(p.stdout)
+
+
+@pytest.mark.timeout(600)
+async def test_status_shows_streams_renderers_outbox_and_dead_letters(ctl_stack: Stack) -> None:
+    async def a_renderer_beats() -> bool:
+        return bool(ok_json(await actl(ctl_stack, "status", "--json"))["renderers"])
+
+    await wait_until(a_renderer_beats, WAIT_S)
+    s = ok_json(await actl(ctl_stack, "status", "--json"))
+    assert set(s) >= {"streams", "lag", "pending", "renderers", "scaler", "outbox", "dead_letters", "webhooks"}
+    render = s["streams"][streams.RENDER_VIP]
+    assert render["exists"] and set(render["groups"][streams.RENDERERS_GROUP]) == {
+        "consumers", "pending", "lag", "last_delivered_id",
+    }  # fmt: skip
+    events = s["streams"][streams.TICKET_EVENTS]["groups"]
+    assert {streams.PROJECTOR_GROUP, streams.WEBHOOKS_GROUP} <= set(events)
+    assert isinstance(s["lag"], int) and isinstance(s["pending"], int)
+    assert len(s["renderers"]) == 1 and s["renderers"][0]["pid"] == ctl_stack.renderers[0].pid
+    assert s["scaler"]["leader"] is None  # the test stack runs no scaler
+    assert isinstance(s["outbox"]["in_flight"], int)
+    assert set(s["dead_letters"]) == {"render", "webhooks"} and "retries_waiting" in s["webhooks"]
+
+    plain = await actl(ctl_stack, "status")
+    assert plain.returncode == 0 and "ticketry:ticket-events" in plain.stdout and "dead letters" in plain.stdout
+
+    # --watch --json: one JSON line per refresh, until stopped
+    proc = await asyncio.to_thread(
+        subprocess.Popen,
+        [tool("ticketryctl"), "status", "--watch", "--json", "--interval", "0.2"],
+        env=ctl_stack.service_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        lines = [orjson.loads(await asyncio.to_thread(proc.stdout.readline)) for _ in range(2)]
+        assert all("streams" in line for line in lines) and lines[0]["at"] < lines[1]["at"]
+    finally:
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 60)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.mark.timeout(600)
+async def test_tokens_events_and_a_watched_order(ctl_stack: Stack) -> None:
+    # tokens mint: dev mode only
+    tok = await actl(ctl_stack, "tokens", "mint", "--sub", "op-1", "--role", "staff", "--event", "ev_1")
+    assert tok.returncode == 0, tok.stderr
+    who = decode_token(tok.stdout.strip(), key=DEV_JWT_SECRET)
+    assert (who.sub, who.role, who.events) == ("op-1", "staff", frozenset({"ev_1"}))
+    refused = await actl(ctl_stack, "tokens", "mint", "--sub", "x", "--role", "admin", env={"TICKETRY_DEV_MODE": "0"})
+    assert refused.returncode == 2 and "dev mode" in refused.stderr
+
+    # events create, through the API, with tiers
+    ev = ok_json(
+        await actl(
+            ctl_stack, "events", "create", "--name", "Ctl Night", "--venue", "Shell Hall", "--starts-at",
+            "2027-06-01T20:00:00+02:00", "--timezone", "Europe/Berlin", "--capacity", "50", "--price", "19.00",
+            "--tier", "id=standard,name=Standard,price=19.00", "--tier", "id=vip,name=VIP,price=99.00,lane=vip",
+            "--json",
+        )
+    )  # fmt: skip
+    assert ev["id"].startswith("ev_") and [t["id"] for t in ev["tiers"]] == ["standard", "vip"]
+    assert ev["starts_at"] == "2027-06-01T20:00:00+02:00"
+
+    # orders place --watch: follows the progress socket to the end
+    placed = ok_json(await actl(ctl_stack, "orders", "place", "--event", ev["id"], "-n", "3", "--watch", "--json"))
+    assert (placed["status"], placed["rendered"], placed["failed"]) == ("completed", 3, 0)
+    assert placed["id"].startswith("or_") and len(placed["tickets"]) == 3
+    plain = await actl(ctl_stack, "orders", "place", "--event", ev["id"], "--tier", "vip", "--watch")
+    assert plain.returncode == 0 and "completed: 1 rendered, 0 failed" in plain.stdout, plain.stdout + plain.stderr
+    # ... a refusal is an exit 1 with the API's problem
+    sold_out = await actl(ctl_stack, "orders", "place", "--event", ev["id"], "-n", "500")
+    assert sold_out.returncode == 1 and "409" in sold_out.stderr
+
+
+# Bounds on a hang: each console script run starts a Python process (seconds on a busy machine).
+@pytest.mark.timeout(900)
+async def test_dead_letters_shown_and_deleted_and_replay_rebuilds_the_read_models(
+    ctl_stack: Stack, capi: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    redis, mongo = redis_of(ctl_stack), mongo_of(ctl_stack)
+    db = db_of(mongo)
+    try:
+        # Given an order with a ticket that cannot be rendered, a malformed request and
+        # a cancelled order (no renderer running while they are set up)
+        organizer, buyer = token("ctl-org", "organizer"), token("ctl-buyer", "buyer")
+        event = await create_event(capi, organizer)
+        await asyncio.to_thread(ctl_stack.renderers[-1].stop)
+        r = await place_order(capi, buyer, event["id"], 4)
+        assert r.status_code == 202, r.text
+        order = r.json()
+        poisoned = order["tickets"][0]
+        squat = Path(ctl_stack.env["TICKETRY_STORAGE_DIR"]) / order["id"] / f"{poisoned}.pdf"
+        (squat / "x").mkdir(parents=True)
+        await redis.xadd(streams.RENDER_VIP, {"v": "1", "data": b"{not json"})
+        r = await place_order(capi, buyer, event["id"], 2)
+        cancelled = r.json()
+        assert (await capi.post(f"/v1/orders/{cancelled['id']}/cancel", headers=bearer(buyer))).status_code == 200
+        await asyncio.to_thread(ctl_stack.start_renderer)
+
+        async def order_is(status: str) -> bool:
+            doc = await db.order_states.find_one({"_id": order["id"]})
+            return bool(doc and doc["status"] == status)
+
+        await wait_until(lambda: order_is("partially_failed"), WAIT_S)
+
+        # dlq list / show
+        listed = ok_json(await actl(ctl_stack, "dlq", "list", "--json"))
+        (dead,) = [d for d in listed if d["ticket_id"] == poisoned]
+        (malformed,) = [d for d in listed if not d["redrivable"]]
+        shown = ok_json(await actl(ctl_stack, "dlq", "show", dead["id"], "--json"))
+        assert shown["request"]["ticket_id"] == poisoned and shown["request"]["order_id"] == order["id"]
+        assert len(shown["history"]) == 2 and shown["reason"]
+        bad = ok_json(await actl(ctl_stack, "dlq", "show", malformed["id"], "--json"))
+        assert bad["request"] is None and bad["raw"]["data"] == "{not json"
+        plain = await actl(ctl_stack, "dlq", "show", dead["id"])
+        assert plain.returncode == 0 and poisoned in plain.stdout
+        assert (await actl(ctl_stack, "dlq", "show", "1-1")).returncode == 1
+
+        # dlq delete: once, then not found; --all wants --yes
+        gone = await actl(ctl_stack, "dlq", "delete", malformed["id"])
+        assert gone.returncode == 0 and "deleted" in gone.stdout
+        again = await actl(ctl_stack, "dlq", "delete", malformed["id"])
+        assert again.returncode == 1 and "not found" in again.stdout
+        assert (await actl(ctl_stack, "dlq", "delete", "--all")).returncode == 2
+        assert [d["id"] for d in ok_json(await actl(ctl_stack, "dlq", "list", "--json"))] == [dead["id"]]
+
+        # replay: the rebuilt read models equal the live ones (failed ticket, cancelled order)
+        report = ok_json(await actl(ctl_stack, "replay", "--json"))
+        assert report["identical"] and report["differences"] == [], report
+        assert report["ticket_states"]["compared"] >= 4 and report["order_states"]["compared"] >= 1
+        assert report["events"]["replayed"] >= 5 and report["events"]["retention_s"] == streams.EVENTS_RETENTION_S
+        assert report["database"] not in await mongo.list_database_names()  # dropped
+
+        # ... and after the failed ticket is re-driven and renders (failed → rendered)
+        shutil.rmtree(squat)
+        assert (await actl(ctl_stack, "dlq", "redrive", dead["id"])).returncode == 0
+        await wait_until(lambda: order_is("completed"), WAIT_S)
+        report = ok_json(await actl(ctl_stack, "replay", "--json"))
+        assert report["identical"], report
+        state = await db.ticket_states.find_one({"_id": poisoned})
+        assert state["status"] == "rendered"
+
+        # When a live document is wrong, replay says which and exits 1
+        saved = await db.order_states.find_one({"_id": order["id"]})
+        await db.ticket_states.update_one({"_id": poisoned}, {"$set": {"status": "failed"}})
+        await db.order_states.delete_one({"_id": order["id"]})
+        try:
+            differs = await actl(ctl_stack, "replay", "--json")
+            assert differs.returncode == 1, differs.stderr
+            diffs = {(d["collection"], d["id"], d["kind"]) for d in orjson.loads(differs.stdout)["differences"]}
+            assert diffs == {("ticket_states", poisoned, "differs"), ("order_states", order["id"], "missing_in_live")}
+        finally:
+            await db.ticket_states.update_one({"_id": poisoned}, {"$set": {"status": "rendered"}})
+            await db.order_states.insert_one(saved)
+        # --keep leaves the rebuilt database for a look (the order's state is in it)
+        kept = ok_json(await actl(ctl_stack, "replay", "--json", "--keep", "--database", "ticketry_replay_kept"))
+        assert kept["kept"] and kept["database"] == "ticketry_replay_kept"
+        rebuilt = await mongo["ticketry_replay_kept"].order_states.find_one({"_id": order["id"]})
+        assert rebuilt["status"] == "completed"
+        assert (await actl(ctl_stack, "replay", "--database", "ticketry_replay_kept")).returncode == 2
+        await mongo.drop_database("ticketry_replay_kept")
+    finally:
+        await redis.aclose()
+        await mongo.close()
