@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -99,3 +102,194 @@ def test_keda_scaledobject_watches_both_lanes_of_the_renderers_group() -> None:
         assert all(isinstance(v, str) for v in t["metadata"].values()), t
         if "lagCount" in t["metadata"]:
             assert "activationLagCount" in t["metadata"]
+
+
+# -- kustomize build + kubeconform -strict (tools and schemas: infra/bootstrap.sh) --
+
+BIN = ROOT / ".bin"
+SCHEMAS = BIN / "k8s-schemas"
+# The CRD kubeconform has no schema for (KEDA's; the test above checks its fields).
+NO_SCHEMA = {"ScaledObject"}
+SECRET_VALUE = "k" * 64
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    assert path.exists(), f"{path} missing: run infra/bootstrap.sh"
+    return str(path)
+
+
+def _kustomize(overlay: Path) -> str:
+    out = subprocess.run(
+        [_tool("kustomize"), "build", str(overlay)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _schema_versions() -> list[str]:
+    versions = sorted(p.name.split("-")[0][1:] for p in SCHEMAS.glob("v*-standalone-strict"))
+    assert len(versions) >= 2, f"no Kubernetes schemas under {SCHEMAS}: run infra/bootstrap.sh"
+    return versions
+
+
+@pytest.mark.parametrize("overlay", [K8S, K8S / "keda"], ids=["scaler", "keda"])
+def test_kustomize_build_passes_kubeconform_strict(overlay: Path) -> None:
+    rendered = _kustomize(overlay)
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    # kustomize and the parser above agree on what an overlay deploys.
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs) == sorted(
+        (d["kind"], d["metadata"]["name"]) for d in _build(overlay)
+    )
+    assert all(d["metadata"].get("namespace") == "ticketry" for d in docs if d["kind"] != "Namespace")
+    location = str(SCHEMAS / "{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}")
+    location += "/{{ .ResourceKind }}{{ .KindSuffix }}.json"
+    for version in _schema_versions():
+        out = subprocess.run(
+            [
+                _tool("kubeconform"), "-strict", "-summary", "-output", "json", "-kubernetes-version", version,
+                "-schema-location", location, "-skip", ",".join(sorted(NO_SCHEMA)), "-",
+            ],
+            input=rendered, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        report = json.loads(out.stdout)
+        assert out.returncode == 0, (version, [r for r in report["resources"] if r["status"] != "statusValid"])
+        summary = report["summary"]
+        skipped = sum(1 for d in docs if d["kind"] in NO_SCHEMA)
+        assert summary == {"valid": len(docs) - skipped, "invalid": 0, "errors": 0, "skipped": skipped}, version
+
+
+def test_kubeconform_refuses_a_manifest_with_a_mistake() -> None:
+    # The validation can fail: a misspelt field and a wrong type are caught.
+    version = _schema_versions()[-1]
+    location = str(SCHEMAS / f"v{version}-standalone-strict" / "{{ .ResourceKind }}{{ .KindSuffix }}.json")
+    broken = _kustomize(K8S).replace("terminationGracePeriodSeconds: 60", "terminationGracePeriodSecond: 60")
+    broken = broken.replace("replicas: 2", 'replicas: "2"', 1)
+    out = subprocess.run(
+        [_tool("kubeconform"), "-strict", "-summary", "-schema-location", location, "-"],
+        input=broken, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "terminationGracePeriodSecond" in out.stdout and "want null or integer" in out.stdout
+
+
+def _env_of(container: dict[str, Any], docs: list[dict[str, Any]]) -> tuple[dict[str, str], set[str]]:
+    """A container's environment from its ConfigMaps and literal env, and the
+    names of the Secrets it reads (their keys count as set to SECRET_VALUE)."""
+    config = _by(docs, "ConfigMap")
+    env: dict[str, str] = {}
+    secrets: set[str] = set()
+    for src in container.get("envFrom", []):
+        if "configMapRef" in src:
+            env |= config[src["configMapRef"]["name"]]["data"]
+        if "secretRef" in src:
+            secrets.add(src["secretRef"]["name"])
+            env["TICKETRY_JWT_SECRET"] = SECRET_VALUE
+    for item in container.get("env", []):
+        env[item["name"]] = item.get("value", "from-field")
+    return env, secrets
+
+
+def _pods(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    pods = {name: d["spec"]["template"]["spec"] for name, d in _by(docs, "Deployment").items()}
+    pods |= {name: d["spec"]["template"]["spec"] for name, d in _by(docs, "Job").items()}
+    return pods
+
+
+def test_only_the_api_and_notifier_hold_the_jwt_secret_and_only_the_api_the_keys() -> None:
+    docs = _build(K8S)
+    pods = _pods(docs)
+    for name, pod in pods.items():
+        containers = pod["containers"] + pod.get("initContainers", [])
+        secrets = set().union(*(_env_of(c, docs)[1] for c in containers))
+        claims = {
+            v["persistentVolumeClaim"]["claimName"] for v in pod.get("volumes", []) if "persistentVolumeClaim" in v
+        }
+        holds_secret = name in ("ticketry-api", "ticketry-notifier")
+        assert (secrets == {"ticketry-secrets"}) if holds_secret else not secrets, (name, secrets)
+        assert ("ticketry-keys" in claims) == (name == "ticketry-api"), (name, claims)
+        assert ("ticketry-tickets" in claims) == (name in ("ticketry-api", "ticketry-renderer")), (name, claims)
+    assert {"ticketry-tickets", "ticketry-keys"} <= _by(docs, "PersistentVolumeClaim").keys()
+
+
+def test_pods_run_as_the_images_user_and_own_their_volumes() -> None:
+    docs = _build(K8S)
+    for name, pod in _pods(docs).items():
+        ctx = pod["securityContext"]
+        assert (ctx["runAsNonRoot"], ctx["runAsUser"], ctx["runAsGroup"]) == (True, 10001, 10001), name
+        for c in pod["containers"]:
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False, (name, c["name"])
+        mounts = {m["mountPath"] for c in pod["containers"] for m in c.get("volumeMounts", [])}
+        if mounts:
+            # fsGroup where the volume type honours it, a chown init container where not.
+            assert ctx["fsGroup"] == 10001, name
+            (fix,) = [c for c in pod["initContainers"] if c["name"] == "volume-permissions"]
+            assert "chown 10001:10001" in " ".join(fix["command"]), name
+            assert mounts <= {m["mountPath"] for m in fix["volumeMounts"]}, name
+            assert set(fix["securityContext"]["capabilities"]["add"]) <= {"CHOWN", "FOWNER"}, name
+
+
+def test_the_api_creates_its_first_signing_key_and_is_set_for_production() -> None:
+    docs = _build(K8S)
+    api = _pods(docs)["ticketry-api"]
+    (keys,) = [c for c in api["initContainers"] if c["name"] == "signing-keys"]
+    script = " ".join(keys["command"])
+    assert "ticketryctl keys rotate" in script and "ls /data/keys/*.pem" in script  # once, not on every start
+    assert {m["mountPath"] for m in keys["volumeMounts"]} == {"/data/keys"}
+    env, _ = _env_of(api["containers"][0], docs)
+    assert env["TICKETRY_DEV_MODE"] == "0"
+    assert env["TICKETRY_KEYS_DIR"] == "/data/keys"
+    for url in ("TICKETRY_NOTIFIER_PUBLIC_URL", "TICKETRY_API_PUBLIC_URL"):
+        assert "127.0.0.1" not in env[url] and "localhost" not in env[url], url
+    # The api mounts the PDFs read-write: it deletes a cancelled order's.
+    (mount,) = [m for m in api["containers"][0]["volumeMounts"] if m["mountPath"] == "/data/tickets"]
+    assert not mount.get("readOnly")
+
+
+@pytest.mark.parametrize("overlay", [K8S, K8S / "keda"], ids=["scaler", "keda"])
+def test_every_service_would_start_with_the_manifests_environment(
+    overlay: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each container's environment (ConfigMap + env + Secret keys), read by the
+    # service's own settings class: the validation a pod runs at start passes.
+    from ticketry_api.config import ApiSettings
+    from ticketry_notifier.config import NotifierSettings
+    from ticketry_renderer.config import RendererSettings
+    from ticketry_scaler.config import ScalerSettings
+
+    settings = {
+        "ticketry-api": ApiSettings, "ticketry-notifier": NotifierSettings,
+        "ticketry-renderer": RendererSettings, "ticketry-scaler": ScalerSettings,
+    }  # fmt: skip
+    docs = _build(overlay)
+    for name, pod in _pods(docs).items():
+        if name not in settings:
+            continue
+        env, _ = _env_of(pod["containers"][0], docs)
+        for key in [k for k in os.environ if k.startswith("TICKETRY_")]:
+            monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        loaded = settings[name]()
+        assert not loaded.dev_mode, name
+
+
+def test_every_service_has_a_disruption_budget_and_probes() -> None:
+    docs = _build(K8S)
+    deployments = _by(docs, "Deployment")
+    budgets = _by(docs, "PodDisruptionBudget")
+    for name, dep in deployments.items():
+        pdb = budgets[name]["spec"]
+        assert pdb["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"], name
+        assert pdb.get("maxUnavailable") == 1, name  # never blocks a drain outright
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        assert "livenessProbe" in container, name
+    renderer = deployments["ticketry-renderer"]["spec"]["template"]
+    container = renderer["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    port = int(env["TICKETRY_METRICS_PORT"])
+    assert env["TICKETRY_METRICS_HOST"] == "0.0.0.0"  # noqa: S104 - probed and scraped from outside the pod
+    for probe in ("startupProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["path"] == "/metrics", probe
+    assert {p["containerPort"] for p in container["ports"]} == {port}
+    assert renderer["metadata"]["annotations"]["prometheus.io/port"] == str(port)
