@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from ticketry.settings import CommonSettings, ConfigurationError
 
 Backend = Literal["local", "kubernetes", "dry-run"]
+Policy = Literal["auto", "throughput", "drain"]
 
 # In-cluster service-account files (https://kubernetes.io/docs/tasks/run-application/access-api-from-pod/)
 _SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -44,6 +45,18 @@ class ScalerSettings(CommonSettings):
     # set from the measured capacity (250-330/s per renderer on 2 cores with the
     # fast path), below it so a fresh stack errs towards scaling up.
     scaler_default_rate: float = Field(default=200.0, gt=0)
+    # "drain": renderers from the backlog and the drain target only. "throughput":
+    # also the burst and plateau rules of policy.py (one more renderer while a burst
+    # lasts over TICKETRY_SCALER_BURST_S at the measured aggregate rate; none past
+    # the count whose last addition did not raise it). "auto": throughput with the
+    # local backend, drain with the others (pods on other nodes add capacity).
+    scaler_policy: Policy = "auto"
+    scaler_burst_s: float = Field(default=2.0, gt=0)
+    # An added renderer must raise the aggregate rate by this share of the average
+    # renderer's, or the count before it is a ceiling (a plateau).
+    scaler_min_gain: float = Field(default=0.25, ge=0)
+    # A rate is measured over this long with the same live renderers (plus 1 s to settle).
+    scaler_rate_window_s: float = Field(default=3.0, gt=0)
     # When XINFO GROUPS reports lag as NULL, count undelivered entries up to this many.
     scaler_lag_scan_cap: int = Field(default=10_000, ge=1)
     # Instance name: leader-lock holder and prefix of the local renderers' consumer names.
@@ -59,6 +72,9 @@ class ScalerSettings(CommonSettings):
     # forked from a server that imported it once (backends/prefork.py); false:
     # always exec it.
     scaler_prefork: bool = True
+    # Busy (CPU-bound) renderers this host runs at most (backends/local.py, cpu.py):
+    # unset = the cores this process may use (affinity, cgroup quota); 0 = no cap.
+    scaler_cpu_cap: int | None = Field(default=None, ge=0)
     scaler_restart_backoff_s: float = Field(default=0.5, gt=0)
     scaler_restart_backoff_max_s: float = Field(default=30.0, gt=0)
     # A process that ran this long before dying starts its backoff afresh.
@@ -83,6 +99,13 @@ class ScalerSettings(CommonSettings):
         if not self.renderer_argv:
             raise ConfigurationError("TICKETRY_RENDERER_COMMAND is empty")
         return self
+
+    @property
+    def throughput_policy(self) -> bool:
+        """Whether the burst and plateau rules apply (see ``scaler_policy``)."""
+        if self.scaler_policy == "auto":
+            return self.scaler_backend == "local"
+        return self.scaler_policy == "throughput"
 
     @property
     def renderer_argv(self) -> list[str]:

@@ -1,4 +1,9 @@
-"""One scaler tick: observe → recommend → (leader only) stabilise, record, apply."""
+"""One scaler tick: observe → recommend → (leader only) stabilise, record, apply.
+
+While there is no work the loop waits for the first render request (``XREAD
+BLOCK`` on the lanes, at most one interval) rather than a whole interval, so a
+burst is answered the moment it is accepted, not up to a second later.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +28,9 @@ from ticketry_scaler.policy import (
     PolicyConfig,
     Recommendation,
     Stabiliser,
+    ThroughputMeter,
     decide,
+    finished,
     lane_lag,
     recommend,
 )
@@ -52,10 +59,13 @@ class Controller:
         *,
         standby_replicas: int | None = None,
         lag_scan_cap: int = 10_000,
+        meter: ThroughputMeter | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        """``standby_replicas``: what a non-leader runs (the local floor); None: leave it."""
+        """``standby_replicas``: what a non-leader runs (the local floor); None: leave it.
+        ``meter``: measures the aggregate rate for the throughput policy's rules
+        (None: the drain policy)."""
         self._redis = redis
         self._backend = backend
         self._leader = leader
@@ -64,6 +74,9 @@ class Controller:
         self._scan_cap = lag_scan_cap
         self._clock, self._wall = clock, wall
         self._stabiliser = Stabiliser.from_config(cfg)
+        self._meter = meter
+        # After a tick that saw no work: where each lane's group stood (see run).
+        self._idle_at: dict[str, str] | None = None
 
     async def tick(self) -> Observation | None:
         """One round; ``None`` when Redis or the backend could not be read (state held)."""
@@ -79,9 +92,16 @@ class Controller:
         except BackendError as exc:
             log.warning("backend unavailable; holding", extra={"error": str(exc)})
             return None
-        rec = recommend(lanes, [b.rate for b in beats], status.running, self._cfg)
-        self._export(lanes, rec, status, len(beats), leading)
         now = self._clock()
+        throughput = None
+        lag = sum(lane_lag(lane) for lane in lanes)
+        if self._meter is not None:
+            self._meter.observe(now, finished(lanes), len(beats), waiting=lag > 0)
+            throughput = self._meter.view()
+        rec = recommend(lanes, [b.rate for b in beats], status.running, self._cfg, throughput)
+        idle = rec.lag + rec.pending == 0 and all(lane.last_delivered for lane in lanes)
+        self._idle_at = {lane.stream: lane.last_delivered or "$" for lane in lanes} if idle else None
+        self._export(lanes, rec, status, len(beats), leading)
         if not leading:
             self._stabiliser.observe(now, rec.replicas)
             metrics.DESIRED.set(status.target)
@@ -104,7 +124,19 @@ class Controller:
                 await self.tick()
             except Exception:
                 log.exception("scaler tick failed")
-            await pause(stop, period)
+            if self._idle_at:
+                await self._work_or(stop, self._idle_at, period)
+            else:
+                await pause(stop, period)
+
+    async def _work_or(self, stop: asyncio.Event, after: dict[str, str], seconds: float) -> None:
+        """Until a render request newer than ``after`` (each lane's last delivered
+        entry when the tick saw no work, so none appended since is missed) is in
+        a lane, at most ``seconds`` (https://redis.io/docs/latest/commands/xread/)."""
+        try:
+            await self._redis.xread(after, count=1, block=max(1, int(seconds * 1000)))  # type: ignore[arg-type]
+        except RedisError:
+            await pause(stop, seconds)
 
     async def _record(self, decision: Decision, rec: Recommendation, status: BackendStatus, live: int) -> bool:
         fields = {

@@ -20,7 +20,7 @@ from ticketry_scaler.backends import make_backend
 from ticketry_scaler.config import ScalerSettings
 from ticketry_scaler.controller import Controller
 from ticketry_scaler.leader import Leader
-from ticketry_scaler.policy import PolicyConfig
+from ticketry_scaler.policy import PolicyConfig, ThroughputMeter
 
 log = logging.getLogger("ticketry_scaler")
 
@@ -34,6 +34,8 @@ def policy_config(s: ScalerSettings) -> PolicyConfig:
         up_window_s=s.scaler_up_window_s,
         down_window_s=s.scaler_down_window_s,
         cooldown_s=s.scaler_cooldown_s,
+        burst_s=s.scaler_burst_s,
+        min_gain=s.scaler_min_gain,
     )
 
 
@@ -78,6 +80,7 @@ async def serve(settings: ScalerSettings, stop: asyncio.Event) -> None:
         policy_config(settings),
         standby_replicas=settings.renderers_min if backend.name == "local" else None,
         lag_scan_cap=settings.scaler_lag_scan_cap,
+        meter=ThroughputMeter(window_s=settings.scaler_rate_window_s) if settings.throughput_policy else None,
     )
     exporting = asyncio.create_task(export_cluster(redis, leader, stop, settings))
     try:
@@ -91,6 +94,8 @@ async def serve(settings: ScalerSettings, stop: asyncio.Event) -> None:
                 "instance": settings.scaler_instance,
                 "min": settings.renderers_min,
                 "max": settings.renderers_max,
+                "policy": "throughput" if settings.throughput_policy else "drain",
+                "cpu_cap": getattr(backend, "cpu_cap", None),
             },
         )
         await controller.run(stop, settings.scaler_interval_s)

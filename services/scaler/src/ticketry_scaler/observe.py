@@ -46,20 +46,21 @@ async def lane_backlog(redis: Redis, stream: str, group: str, *, scan_cap: int) 
         groups: list[dict[str, Any]] = await redis.xinfo_groups(stream)
     except ResponseError as exc:
         if "no such key" in str(exc).lower():
-            return LaneBacklog(stream=stream, lag=0, pending=0)
+            return LaneBacklog(stream=stream, lag=0, pending=0, entries_read=0, last_delivered="0-0")
         raise
     info = next((g for g in groups if as_text(g.get("name")) == group), None)
     length = int(await redis.xlen(stream))
     if info is None:
         log.warning("group missing on lane", extra={"stream": stream, "group": group})
-        return LaneBacklog(stream=stream, lag=length, pending=0, length=length)
+        return LaneBacklog(stream=stream, lag=length, pending=0, length=length, entries_read=0)
     lag = info.get("lag")
     pending = int(info.get("pending") or 0)
+    read = info.get("entries-read")  # Redis >= 7.0; NULL when it cannot tell
+    last = as_text(info.get("last-delivered-id") or "0-0")
     undelivered: int | None = None
     if lag is None:
         # Redis could not compute the lag (see policy.py); count what is past the
         # group's position ourselves, capped: the max bounds the answer anyway.
-        last = as_text(info.get("last-delivered-id") or "0-0")
         after = await redis.xrange(stream, min=f"({last}", max="+", count=scan_cap)
         undelivered = len(after or [])
     return LaneBacklog(
@@ -68,6 +69,8 @@ async def lane_backlog(redis: Redis, stream: str, group: str, *, scan_cap: int) 
         pending=pending,
         undelivered=undelivered,
         length=length,
+        entries_read=None if read is None else int(read),
+        last_delivered=last,
     )
 
 

@@ -23,6 +23,22 @@ kept while idle; see ``ticketry_renderer.rate``). Renderers that have not measur
 yet report 0 and are left out (they would make every renderer look slow); until
 one has, ``default_rate`` stands in.
 
+On the local backend (``TICKETRY_SCALER_POLICY=throughput``, the default there)
+two rules use the measured *aggregate* throughput, the tickets all renderers
+finish per second (``XINFO GROUPS`` ``entries-read`` minus ``pending``, summed over
+the lanes; :class:`ThroughputMeter`):
+
+* **burst**: while the backlog would last longer than ``burst_s`` at the current
+  pace, one more renderer than are live, the first of a burst at once, each
+  next one only once the last one's effect has been measured: a short burst on
+  idle cores is worth a renderer even when the drain target is met;
+* **plateau** (:func:`plateau`): the renderer count past which the last one added
+  did not raise the aggregate rate by ``min_gain`` is a ceiling for every rule,
+  until its measurement ages out (``keep_s``) and a later burst may probe again.
+
+With the Kubernetes backend (``drain``, its default) neither applies: pods on
+other nodes add capacity, and the lag-based drain target keeps deciding.
+
 Stabilisation follows the Kubernetes HPA ``behavior`` algorithm: every tick's
 recommendation is kept; scaling up goes to the *lowest* recommendation of the
 up-window (0 s: at once) and scaling down only to the *highest* of the down-window,
@@ -34,7 +50,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 # Below this a heartbeat's rate says "idle", not "slow".
 PRODUCING_RATE: float = 0.05
@@ -49,6 +67,8 @@ class LaneBacklog:
     pending: int
     undelivered: int | None = None
     length: int = 0
+    entries_read: int | None = None  # XINFO GROUPS "entries-read" (None: Redis could not tell)
+    last_delivered: str | None = None  # XINFO GROUPS "last-delivered-id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +80,9 @@ class PolicyConfig:
     up_window_s: float = 0.0
     down_window_s: float = 60.0
     cooldown_s: float = 15.0
+    # The throughput rules (burst and plateau); see the module docstring.
+    burst_s: float = 2.0
+    min_gain: float = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +96,8 @@ class Recommendation:
     rate_measured: bool
     drain_s: float
     reason: str
+    # Plateau (throughput policy only), at least min: never more than this many (see decide).
+    ceiling: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +157,10 @@ def recommend(
     rates: list[float] | tuple[float, ...],
     current: int,
     cfg: PolicyConfig,
+    throughput: Throughput | None = None,
 ) -> Recommendation:
-    """Sum the lanes and compute the bounded replica count."""
+    """Sum the lanes and compute the bounded replica count; with ``throughput``
+    (the throughput policy) also the burst and plateau rules."""
     lag = sum(lane_lag(lane) for lane in lanes)
     pending = sum(max(0, lane.pending) for lane in lanes)
     rate, measured = per_renderer_rate(tuple(rates), cfg.default_rate)
@@ -156,6 +183,11 @@ def recommend(
         reason += f"; capped at max {cfg.maximum}"
     elif unbounded < cfg.minimum:
         reason += f"; floor min {cfg.minimum}"
+    ceiling = None
+    if throughput is not None:
+        replicas, ceiling, why = _throughput_rules(work, rate, replicas, throughput, cfg)
+        reason += why
+        ceiling = None if ceiling is None else max(ceiling, cfg.minimum)
     return Recommendation(
         replicas=replicas,
         lag=lag,
@@ -164,7 +196,154 @@ def recommend(
         rate_measured=measured,
         drain_s=drain_estimate_s(work, current, rate),
         reason=reason,
+        ceiling=ceiling,
     )
+
+
+# -- throughput: burst and plateau (local backend) ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """What the burst and plateau rules see (:meth:`ThroughputMeter.view`)."""
+
+    live: int  # renderers with a heartbeat
+    pace: float | None  # aggregate tickets/s with ``live`` renderers in this burst; None: not measured yet
+    rates: Mapping[int, float]  # recently measured aggregate tickets/s by renderers live
+    ready: bool  # the last renderer added has been measured (or none was added in this burst)
+
+
+def finished(lanes: list[LaneBacklog] | tuple[LaneBacklog, ...]) -> int | None:
+    """Entries the group has finished with (delivered, no longer pending), summed
+    over the lanes; None when Redis could not say for a lane."""
+    total = 0
+    for lane in lanes:
+        if lane.entries_read is None:
+            return None
+        total += max(0, lane.entries_read - max(0, lane.pending))
+    return total
+
+
+def plateau(rates: Mapping[int, float], min_gain: float) -> int | None:
+    """The renderer count past which adding renderers did not pay: the first
+    measured step from ``lo`` to ``hi`` renderers that raised the aggregate rate
+    by less than ``min_gain`` of what ``hi - lo`` average renderers of ``lo``
+    brought makes ``hi - 1`` the ceiling. None without such evidence.
+
+    Relative to the average renderer, so a step from 8 to 9 (+12 % at best) is
+    judged as fairly as one from 1 to 2 (+100 % at best)."""
+    counts = sorted(n for n, r in rates.items() if n > 0 and math.isfinite(r))
+    for lo, hi in pairwise(counts):
+        expected = rates[lo] / lo * (hi - lo)
+        if rates[hi] - rates[lo] < min_gain * expected:
+            return hi - 1
+    return None
+
+
+def _throughput_rules(
+    work: int, per_renderer: float, replicas: int, tp: Throughput, cfg: PolicyConfig
+) -> tuple[int, int | None, str]:
+    """``replicas`` after the burst rule and the plateau ceiling; the ceiling; why."""
+    why = ""
+    ceiling = plateau(tp.rates, cfg.min_gain)
+    pace = tp.pace if tp.pace else max(tp.live, 1) * per_renderer
+    lasts = work / max(pace, 1e-9)
+    if work > 0 and lasts > cfg.burst_s:
+        burst = f"; burst: {lasts:.1f}s of work at {pace:.0f}/s with {tp.live} live"
+        if ceiling is not None and tp.live >= ceiling:
+            why += f"{burst}, none added past the plateau"
+        elif not tp.ready:
+            why += f"{burst}, the last one added not measured yet"
+        elif tp.live + 1 > replicas and tp.live < cfg.maximum:
+            replicas = tp.live + 1
+            why += f"{burst}: one more ({replicas})"
+    if ceiling is not None:
+        bound = max(ceiling, cfg.minimum)
+        shown = ", ".join(f"{n}: {r:.0f}/s" for n, r in sorted(tp.rates.items()))
+        why += f"; plateau at {ceiling} ({shown})"
+        if replicas > bound:
+            replicas = bound
+            why += f": at most {bound}"
+    return replicas, ceiling, why
+
+
+@dataclass(frozen=True, slots=True)
+class Stretch:
+    """Consecutive ticks with the same live renderers and work always waiting."""
+
+    renderers: int
+    start: float
+    start_finished: int
+    end: float
+    end_finished: int
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    @property
+    def rate(self) -> float:
+        """Aggregate tickets per second over the stretch."""
+        return (self.end_finished - self.start_finished) / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class ThroughputMeter:
+    """Aggregate throughput by number of live renderers (time passed in).
+
+    A rate is measured over a *stretch*: ticks in a row with the same number of
+    live renderers and undelivered work at each (the renderers never ran dry),
+    starting ``settle_s`` after the count changed (a new renderer first loads its
+    designs) and counting once it spans ``window_s``. The latest measured
+    stretch of each count is kept for ``keep_s``. A burst starts at the first
+    tick with work waiting; ``ready`` says whether the renderer added last in it
+    has been measured (or none was added yet)."""
+
+    window_s: float = 3.0
+    settle_s: float = 1.0
+    keep_s: float = 120.0
+    _live: int | None = None
+    _changed_at: float = -math.inf
+    _current: Stretch | None = None
+    _measured: dict[int, Stretch] = field(default_factory=dict)
+    _burst_floor: int | None = None
+
+    def observe(self, now: float, finished: int | None, live: int, waiting: bool) -> None:
+        """One tick: entries finished so far (:func:`finished`), live renderers,
+        and whether undelivered entries were waiting."""
+        for n in [n for n, s in self._measured.items() if now - s.end > self.keep_s]:
+            del self._measured[n]
+        if live != self._live:
+            self._current = None
+            self._changed_at = now if self._live is not None else -math.inf
+            self._live = live
+        if not waiting or finished is None:
+            self._current = None
+            if not waiting:
+                self._burst_floor = None
+            return
+        if self._burst_floor is None:
+            self._burst_floor = live
+        cur = self._current
+        if cur is None or finished < cur.end_finished:  # a counter went back: start afresh
+            if now - self._changed_at >= self.settle_s:
+                self._current = Stretch(live, now, finished, now, finished)
+            return
+        cur = self._current = Stretch(cur.renderers, cur.start, cur.start_finished, now, finished)
+        if cur.seconds >= self.window_s:
+            self._measured[live] = cur
+
+    def view(self) -> Throughput:
+        live = self._live or 0
+        cur = self._current
+        measured_now = cur is not None and cur.seconds >= self.window_s
+        ready = self._burst_floor is not None and (live <= self._burst_floor or measured_now)
+        return Throughput(
+            live=live,
+            pace=cur.rate if cur is not None and measured_now else None,
+            rates={n: s.rate for n, s in self._measured.items()},
+            ready=ready,
+        )
 
 
 @dataclass
@@ -220,9 +399,14 @@ class Stabiliser:
 
 
 def decide(stabiliser: Stabiliser, now: float, rec: Recommendation, current: int) -> Decision:
-    """Observe ``rec`` and stabilise it against ``current`` in one step."""
+    """Observe ``rec`` and stabilise it against ``current`` in one step; a plateau
+    ceiling bounds the result whatever the down-window remembers (renderers
+    that did not raise the rate are not kept for it)."""
     stabiliser.observe(now, rec.replicas)
     replicas, why = stabiliser.decide(now, current)
+    if rec.ceiling is not None and replicas > rec.ceiling:
+        replicas = rec.ceiling
+        why = "scale-down (plateau)" if replicas < current else why
     if replicas != current:
         stabiliser.changed(now)
     return Decision(replicas=replicas, current=current, reason=f"{why}: {rec.reason}")

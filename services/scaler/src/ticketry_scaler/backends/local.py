@@ -16,6 +16,11 @@ without draining them (``PR_SET_PDEATHSIG``), so no orphan keeps rendering.
 A command that is a console script of this environment (``ticketry-renderer``)
 is forked from a server that imported it once instead of exec'd: see
 ``prefork``.
+
+The count asked for is run up to a CPU cap: at most ``cpu_cap`` *busy*
+renderers (the cores this process may use, unless configured), measured from
+each child's CPU demand every ``cpu_window_s``; see ``ticketry_scaler.cpu``.
+``status().target`` stays what was asked, ``running`` what runs.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from ticketry_scaler import metrics
 from ticketry_scaler.backends import BackendStatus
 from ticketry_scaler.backends.prefork import Prefork, console_entry, die_with_parent
 from ticketry_scaler.config import ScalerSettings
+from ticketry_scaler.cpu import BUSY_DEMAND, CPU_WINDOW_S, DemandMeter, cpu_allowed, demand_seconds, usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +77,7 @@ class _Child:
     consumer: str
     proc: ChildProcess
     started: float
+    meter: DemandMeter | None = None
 
     @property
     def alive(self) -> bool:
@@ -102,7 +109,11 @@ class LocalBackend:
         poll_s: float = 0.2,
         env: Mapping[str, str] | None = None,
         prefork: Prefork | None = None,
+        cpu_cap: int | None = None,
+        busy_demand: float = BUSY_DEMAND,
+        cpu_window_s: float = CPU_WINDOW_S,
     ) -> None:
+        """``cpu_cap``: busy renderers at most (None: this process's usable cores; 0: no cap)."""
         self._argv = resolve_command(argv)
         self._prefork = prefork
         self._instance = instance
@@ -111,6 +122,14 @@ class LocalBackend:
         self._drain_timeout_s = drain_timeout_s
         self._poll_s = poll_s
         self._env = dict(os.environ if env is None else env)
+        self._cap = usable_cores() if cpu_cap is None else cpu_cap
+        self._busy_demand, self._cpu_window_s = busy_demand, cpu_window_s
+        self._wanted = minimum
+        self._capped_at: int | None = None  # last count the cap held the fleet at (for the log)
+        if 0 < self._cap < minimum:
+            log.warning(
+                "TICKETRY_RENDERERS_MIN exceeds the CPU cap; running min", extra={"min": minimum, "cap": self._cap}
+            )
         self._slots: dict[int, _Slot] = {}
         self._draining: dict[int, _Child] = {}
         self._drain_tasks: set[asyncio.Task[None]] = set()
@@ -133,6 +152,7 @@ class LocalBackend:
             reset_s=s.scaler_restart_reset_s,
             drain_timeout_s=s.scaler_drain_timeout_s,
             prefork=Prefork(entry) if entry else None,
+            cpu_cap=s.scaler_cpu_cap,
         )
 
     # -- Backend protocol ------------------------------------------------------------
@@ -145,23 +165,69 @@ class LocalBackend:
         children = [s.child for s in self._slots.values() if s.child is not None]
         names = {c.consumer for c in children} | {c.consumer for c in self._draining.values()}
         return BackendStatus(
-            target=len(self._slots),
+            target=self._wanted,
             running=sum(1 for c in children if c.alive),
             consumers=frozenset(names),
         )
 
+    @property
+    def cpu_cap(self) -> int:
+        """Busy renderers this backend runs at most (0: no cap)."""
+        return self._cap
+
     async def scale(self, replicas: int) -> None:
-        """Set the number of slots, clamped to ``[min, max]`` (never below min)."""
-        replicas = min(max(replicas, self._min), self._max)
+        """Ask for ``replicas`` renderers, clamped to ``[min, max]`` (never below
+        min); as many run as the CPU cap allows now (the supervisor follows it)."""
+        self._wanted = min(max(replicas, self._min), self._max)
         async with self._lock:
-            while len(self._slots) < replicas:
-                index = self._free_index()
-                slot = self._slots[index] = _Slot(index)
-                await self._spawn(slot)
-            for index in sorted(self._slots, reverse=True)[: len(self._slots) - replicas]:
-                child = self._slots.pop(index).child
-                if child is not None and child.alive:
-                    self._drain_later(child)
+            await self._resize()
+
+    async def _resize(self) -> None:
+        """Run as many slots as wanted and the CPU cap allows (lock held)."""
+        allowed = max(self._min, cpu_allowed(self._wanted, len(self._slots), self._busy(), self._cap))
+        if allowed < self._wanted and allowed != self._capped_at:
+            log.info(
+                "cpu cap: fewer renderers than wanted",
+                extra={"running": allowed, "wanted": self._wanted, "busy": self._busy(), "cap": self._cap},
+            )
+        self._capped_at = allowed if allowed < self._wanted else None
+        while len(self._slots) < allowed:
+            index = self._free_index()
+            slot = self._slots[index] = _Slot(index)
+            await self._spawn(slot)
+        for index in sorted(self._slots, reverse=True)[: len(self._slots) - allowed]:
+            child = self._slots.pop(index).child
+            if child is not None and child.alive:
+                self._drain_later(child)
+
+    def _busy(self) -> int | None:
+        """Renderers that wanted a core at least ``busy_demand`` of the last
+        window; None while one of them has not been measured for a whole window.
+        A slot waiting to restart runs nothing: not busy."""
+        busy = 0
+        for slot in self._slots.values():
+            child = slot.child
+            if child is None or not child.alive:
+                continue
+            if child.meter is None or child.meter.demand is None:
+                return None
+            busy += child.meter.demand >= self._busy_demand
+        return busy
+
+    def _measure(self) -> None:
+        """Sample every live child's CPU demand (a new child starts its window)."""
+        if self._cap <= 0:
+            return
+        now = time.monotonic()
+        for slot in self._slots.values():
+            child = slot.child
+            if child is None or not child.alive:
+                continue
+            seconds = demand_seconds(child.proc.pid)
+            if child.meter is None:
+                child.meter = DemandMeter(now, seconds)
+            else:
+                child.meter.sample(now, seconds, self._cpu_window_s)
 
     async def aclose(self) -> None:
         """Drain every renderer (SIGTERM, wait, SIGKILL stragglers) and stop supervising."""
@@ -218,6 +284,8 @@ class LocalBackend:
             try:
                 async with self._lock:
                     await self._supervise_once()
+                    self._measure()
+                    await self._resize()
             except Exception:
                 log.exception("supervisor tick failed")  # the loop itself never dies
             await asyncio.sleep(self._poll_s)
