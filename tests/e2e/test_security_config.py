@@ -6,10 +6,14 @@ benchmark ever meets them.)"""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
@@ -129,3 +133,93 @@ def test_cors_wildcards_are_refused(value: str, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("TICKETRY_CORS_ORIGINS", value)
     with pytest.raises(ValueError, match="exact"):
         CorsSettings()
+
+
+# -- an api whose tokens come from an identity provider's JWKS URL ------------
+
+IDP_ISSUER = "https://idp.tickets.example"
+IDP_AUDIENCE = "ticketry-api"
+
+
+@dataclass
+class IdpApi:
+    url: str
+    key: rsa.RSAPrivateKey
+    fetches: list[str]
+
+    def token(
+        self, sub: str, role: Role, *, kid: str = "idp-1", key: rsa.RSAPrivateKey | None = None, **claims: object
+    ) -> str:
+        """A provider's token; a claim given as None is left out."""
+        now = int(time.time())
+        body = {"sub": sub, "role": role, "iat": now, "exp": now + 600, "iss": IDP_ISSUER, "aud": IDP_AUDIENCE}
+        payload = {k: v for k, v in {**body, **claims}.items() if v is not None}
+        return jwt.encode(payload, key or self.key, "RS256", headers={"kid": kid})
+
+
+@pytest.fixture(scope="module")
+def idp_api(stack: Stack) -> Iterator[IdpApi]:
+    # A real HTTP server on loopback publishes the provider's keys.
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = {**json.loads(RSAAlgorithm.to_jwk(key.public_key())), "kid": "idp-1", "alg": "RS256", "use": "sig"}
+    body = json.dumps({"keys": [jwk]}).encode()
+    fetches: list[str] = []
+
+    class Jwks(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetches.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = free_port()
+    env = stack.service_env(
+        {
+            "TICKETRY_API_PORT": str(port),
+            "TICKETRY_RUN_PROJECTOR": "0",
+            "TICKETRY_JWT_ALGORITHM": "RS256",
+            "TICKETRY_JWT_JWKS_URL": f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks.json",
+            "TICKETRY_JWT_ISSUER": IDP_ISSUER,
+            "TICKETRY_JWT_AUDIENCE": IDP_AUDIENCE,
+        }
+    )
+    proc = Proc("api-idp", [tool("ticketry-api")], env, stack.data_dir / "logs" / "api-idp.log").start()
+    try:
+        wait_port(port, 60, proc.popen)
+        yield IdpApi(f"http://127.0.0.1:{port}", key, fetches)
+    finally:
+        proc.stop()
+        server.shutdown()
+        server.server_close()
+
+
+async def test_tokens_from_a_jwks_url_with_issuer_and_audience(idp_api: IdpApi) -> None:
+    async with httpx.AsyncClient(base_url=idp_api.url, timeout=60) as api:
+        # Given an api that fetched its keys from the provider at start
+        assert idp_api.fetches == ["/.well-known/jwks.json"]
+        org = idp_api.token("org-idp", "organizer")
+        # Then the provider's tokens work
+        event = await create_event(api, org)
+        assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).status_code == 200
+        # And tokens of another issuer or audience, without them, or of an unknown key do not
+        other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        for bad in (
+            idp_api.token("org-idp", "organizer", iss="https://evil.example"),
+            idp_api.token("org-idp", "organizer", aud="another-service"),
+            idp_api.token("org-idp", "organizer", iss=None),
+            idp_api.token("org-idp", "organizer", aud=None),
+            idp_api.token("org-idp", "organizer", key=other),  # the right kid, another key
+            issue_token("org-idp", "organizer", key=DEV_JWT_SECRET),
+        ):
+            r = await api.get(f"/v1/events/{event['id']}", headers=bearer(bad))
+            assert r.status_code == 401, r.text
+        # (one refresh at most for the unknown kids, throttled: the provider is asked rarely)
+        r = await api.get(f"/v1/events/{event['id']}", headers=bearer(idp_api.token("o", "organizer", kid="nope")))
+        assert r.status_code == 401 and len(idp_api.fetches) <= 2
