@@ -78,3 +78,19 @@ async def test_private_destinations_are_refused_unless_allowed(url: str) -> None
 
 async def test_public_literal_is_accepted() -> None:
     await check_destination("https://93.184.216.34/hook", allow_private=False)
+
+
+@pytest.mark.parametrize("url", ["http://" + "a" * 70 + ".invalid/x", "http://exa\u0000mple/x", "http://a..b/x"])
+async def test_hosts_that_cannot_resolve_are_refused_not_errors(url: str) -> None:
+    with pytest.raises(RefusedDestination):
+        await check_destination(url, allow_private=True)
+
+
+@pytest.mark.parametrize("host", ["exa\u0000mple", "a..b", "-lead", "under_score", "sp ace", "a" * 64])
+def test_host_names_are_checked_before_any_lookup(host: str) -> None:
+    with pytest.raises(RefusedDestination, match="host name"):
+        check_url(f"http://{host}/x")
+
+
+def test_idn_host_names_are_accepted() -> None:
+    assert check_url("https://bücher.example/x")[0] == "bücher.example"

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 from urllib.parse import urlsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+RESOLVE_TIMEOUT_S = 5.0
 
 
 class RefusedDestination(ValueError):
@@ -54,7 +56,25 @@ def check_url(url: str) -> tuple[str, int]:
         raise RefusedDestination("credentials in the URL are not accepted (the signature authenticates us)")
     if parts.fragment:
         raise RefusedDestination("the URL may not have a fragment")
+    if not _is_ip(parts.hostname):
+        try:
+            ascii_host = parts.hostname.encode("idna").decode()
+        except UnicodeError as exc:
+            raise RefusedDestination(f"not a valid host name: {parts.hostname!r}") from exc
+        if not _HOSTNAME.match(ascii_host):
+            raise RefusedDestination(f"not a valid host name: {parts.hostname!r}")
     return parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.?$")
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 async def resolve(host: str, port: int) -> list[IPAddress]:
@@ -64,8 +84,9 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     except ValueError:
         pass
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
+        async with asyncio.timeout(RESOLVE_TIMEOUT_S):
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, TimeoutError) as exc:  # gaierror is an OSError; IDNA refusals are UnicodeErrors
         raise Unresolvable(f"the host {host!r} does not resolve") from exc
     return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
