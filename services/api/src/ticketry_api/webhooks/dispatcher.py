@@ -37,6 +37,7 @@ BATCH = 500
 CLAIM_IDLE_MS = 10_000
 CLAIM_INTERVAL_S = 2.0
 _ORDER_FIELDS = {"event_id": 1, "tier": 1, "quantity": 1}
+_ORDER_EVENTS = (b"order.completed", b"order.cancelled")
 
 
 async def ensure_group(redis: Redis) -> None:
@@ -83,6 +84,8 @@ async def dispatch(redis: Redis, entries: list[Entry]) -> int:
     many deliveries were appended."""
     events: list[TicketEvent] = []
     for entry_id, fields in entries:
+        if fields.get(b"type") not in _ORDER_EVENTS:
+            continue  # a ticket's event (nearly all of them): not decoded, only acked
         try:
             events.append(decode_ticket_event(entry_id, fields))
         except DecodeError:
