@@ -31,7 +31,7 @@ async def owned_ticket(ticket_id: str, who: Principal) -> TicketOf:
     return ticket
 
 
-@router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 404, 422))
+@router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 404, 422, 429))
 async def get_ticket(ticket_id: str, who: Reader) -> TicketOut:
     t = await owned_ticket(ticket_id, who)
     status = await ticket_status(t)
@@ -44,7 +44,7 @@ async def get_ticket(ticket_id: str, who: Reader) -> TicketOut:
 @router.get(
     "/{ticket_id}/pdf",
     response_class=FileResponse,
-    responses={200: {"content": {"application/pdf": {}}}, **problems(401, 404, 409, 410, 422)},
+    responses={200: {"content": {"application/pdf": {}}}, **problems(401, 404, 409, 410, 422, 429)},
 )
 async def get_ticket_pdf(ticket_id: str, who: Reader, state: State) -> FileResponse:
     t = await owned_ticket(ticket_id, who)
