@@ -16,7 +16,7 @@ from ticketry_devstack.demo import demo
 from ticketry_devstack.env import PREFIX, redacted, up_env
 from ticketry_devstack.procs import REPO, Stack
 
-PIDFILE = REPO / ".data" / "stack.pid"
+DATA = REPO / ".data"
 
 
 def build_stack(environ: Mapping[str, str], data: Path = REPO / ".data") -> Stack:
@@ -37,9 +37,18 @@ def start_infra(stack: Stack, environ: Mapping[str, str]) -> None:
     stack.start_infra(environ.get("TICKETRY_REDIS_URL"), environ.get("TICKETRY_MONGO_URL"))
 
 
+def renderers_min(env: Mapping[str, str]) -> int:
+    """The scaler's floor in ``env`` (its default: 1)."""
+    try:
+        return int(env.get("TICKETRY_RENDERERS_MIN", "1"))
+    except ValueError:
+        return 1  # the scaler refuses it and exits; the wait says so
+
+
 def up(args: argparse.Namespace) -> int:
-    stack = build_stack(os.environ)
+    stack = build_stack(os.environ, args.data_dir)
     data = stack.data_dir
+    pidfile = data / "stack.pid"
     stopping = False
 
     def on_signal(signum: int, _: object) -> None:
@@ -52,8 +61,19 @@ def up(args: argparse.Namespace) -> int:
         start_infra(stack, os.environ)
         stack.start_api()
         stack.start_notifier()
-        stack.start_service("scaler")
-        PIDFILE.write_text(str(os.getpid()))
+        scaler = stack.start_service("scaler")
+        # "up" means a renderer is running, not that one will be: the first order
+        # must not wait for a renderer to start (the scaler forks its floor first).
+        if renderers_min(stack.env) > 0:
+            print("waiting for the first renderer …", flush=True)
+            try:
+                if not stack.wait_renderers(1, starter=scaler, cancelled=lambda: stopping):
+                    return 130
+            except (RuntimeError, TimeoutError) as exc:
+                print(f"not up: {exc}", file=sys.stderr, flush=True)
+                return 1
+        pidfile.parent.mkdir(parents=True, exist_ok=True)
+        pidfile.write_text(str(os.getpid()))
         print(
             f"\nTicketry is up (dev mode; logs in {data / 'logs'})\n"
             f"  API        {stack.api_url}   docs: {stack.api_url}/docs\n"
@@ -74,7 +94,7 @@ def up(args: argparse.Namespace) -> int:
     finally:
         print("stopping…", flush=True)
         stack.stop()
-        PIDFILE.unlink(missing_ok=True)
+        pidfile.unlink(missing_ok=True)
     return 0
 
 
@@ -92,15 +112,16 @@ def show_env(_args: argparse.Namespace) -> int:
     return 0
 
 
-def down(_args: argparse.Namespace) -> int:
-    if not PIDFILE.exists():
+def down(args: argparse.Namespace) -> int:
+    pidfile = args.data_dir / "stack.pid"
+    if not pidfile.exists():
         print("no stack running")
         return 0
-    pid = int(PIDFILE.read_text())
+    pid = int(pidfile.read_text())
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
-        PIDFILE.unlink(missing_ok=True)
+        pidfile.unlink(missing_ok=True)
         return 0
     for _ in range(120):
         if not Path(f"/proc/{pid}").exists():
@@ -114,8 +135,11 @@ def main() -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_up = sub.add_parser("up", help="run the whole stack in the foreground")
     p_up.add_argument("--demo", type=int, default=0, metavar="N", help="place a demo order of N tickets")
+    p_up.add_argument("--data-dir", type=Path, default=DATA, help="logs, stores and PDFs (default: .data)")
     p_up.set_defaults(fn=up)
-    sub.add_parser("down", help="stop a stack started in the background").set_defaults(fn=down)
+    p_down = sub.add_parser("down", help="stop a stack started in the background")
+    p_down.add_argument("--data-dir", type=Path, default=DATA)
+    p_down.set_defaults(fn=down)
     sub.add_parser("env", help="print the TICKETRY_* settings `up` would use").set_defaults(fn=show_env)
     p_demo = sub.add_parser("demo", help="place a demo order against a running stack")
     p_demo.add_argument("--api", default=f"http://127.0.0.1:{os.environ.get('TICKETRY_API_PORT', '8000')}")

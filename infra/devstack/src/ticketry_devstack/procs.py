@@ -14,9 +14,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import redis
+from ticketry import streams
 
 REPO = Path(__file__).resolve().parents[4]
 BIN = REPO / ".bin"
@@ -38,6 +41,16 @@ def wait_port(port: int, timeout_s: float = 30.0, proc: subprocess.Popen[bytes] 
             return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
+
+
+def renderers_live(redis_url: str) -> int:
+    """Renderers with a heartbeat in Redis (each key expires soon after its
+    renderer dies: ``streams.HEARTBEAT_TTL_S``)."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        return sum(1 for _ in client.scan_iter(match=streams.renderer_heartbeat("*"), count=500))
+    finally:
+        client.close()
 
 
 @dataclass
@@ -190,6 +203,30 @@ class Stack:
         proc = self.start_service("notifier", extra)
         wait_port(self.notifier_port, 60, proc.popen)
         return proc
+
+    def wait_renderers(
+        self,
+        n: int = 1,
+        timeout_s: float = 180.0,
+        *,
+        starter: Proc | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        """Wait until ``n`` renderers have a heartbeat (``just up`` says "up" only
+        then). Raises if ``starter`` (the scaler) exits first or ``timeout_s``
+        passes (a bound on a hang, far above a start); False if ``cancelled``."""
+        deadline = time.monotonic() + timeout_s
+        while not cancelled():
+            if starter is not None and not starter.alive():
+                code = starter.popen.returncode if starter.popen else "?"
+                raise RuntimeError(f"{starter.name} exited ({code}) before a renderer was live; see {starter.log_path}")
+            with contextlib.suppress(redis.RedisError):
+                if renderers_live(self.env["TICKETRY_REDIS_URL"]) >= n:
+                    return True
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {n} live renderer(s) after {timeout_s:g}s; see {self.data_dir / 'logs'}")
+            time.sleep(0.05)
+        return False
 
     def start_renderer(self, extra: Mapping[str, str] | None = None, *, netns: str | None = None) -> Proc:
         """One more renderer process; inside network namespace ``netns`` if given
