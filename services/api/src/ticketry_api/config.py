@@ -20,6 +20,16 @@ class ApiSettings(ServingSettings):
     max_body_bytes: int = 2 * 1024 * 1024
     # Read here only to check it (web/links.py builds status_page_url from it).
     api_public_url: str | None = None
+    # Backpressure on POST /v1/orders (admission.py): orders processed at once;
+    # past that a request waits in a queue while its expected wait is within
+    # order_queue_s (at most max_queued_orders wait), else 503 + Retry-After at once.
+    max_inflight_orders: int = Field(default=32, ge=1)
+    max_queued_orders: int = Field(default=1000, ge=0)
+    order_queue_s: float = Field(default=2.0, ge=0)
+    # The api's Redis connections (a bounded pool; a caller waits up to
+    # api_redis_wait_s for one instead of opening one per concurrent request).
+    api_redis_pool: int = Field(default=128, ge=8)
+    api_redis_wait_s: float = Field(default=2.0, gt=0)
 
     @property
     def bind_host(self) -> str:

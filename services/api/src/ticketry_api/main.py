@@ -13,13 +13,14 @@ import uvicorn
 from fastapi import FastAPI
 from ticketry import fonts
 from ticketry.codes import load_keyring
-from ticketry.db import connect_mongo, connect_redis, ensure_groups
+from ticketry.db import connect_mongo, ensure_groups
 from ticketry.runtime import freeze_startup_heap
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
 from ticketry_api import errors, metrics, webhooks
+from ticketry_api.admission import Admission, OrderAdmission, bounded_redis
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
 from ticketry_api.middleware import BodyLimit, SecurityHeaders
@@ -45,7 +46,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        redis = connect_redis(settings.redis_url)
+        redis = bounded_redis(
+            settings.redis_url, max_connections=settings.api_redis_pool, wait_s=settings.api_redis_wait_s
+        )
         mongo = await connect_mongo(settings.mongo_url, create_indexes=True, pool_size=settings.mongo_pool)
         await ensure_groups(redis)
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
@@ -84,6 +87,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         description="Events, orders, tickets, PDF download and check-in.",
     )
     errors.install(app)
+    app.state.admission = Admission(
+        settings.max_inflight_orders, max_queued=settings.max_queued_orders, queue_s=settings.order_queue_s
+    )
+    app.add_middleware(OrderAdmission, admission=app.state.admission)  # POST /v1/orders: bound, queue, 503
     app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics.RequestMetrics)  # outermost: counts every answer, 413s included

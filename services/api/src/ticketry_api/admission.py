@@ -1,0 +1,260 @@
+"""Backpressure on ``POST /v1/orders``: a bound on the orders in flight, a
+short queue, and ``503`` with ``Retry-After`` at once past both.
+
+Why (issue 20, measured with ``python -m bench.rush burst``): 500 orders sent at
+once went through at about half the rate the api sustains when paced, and every
+client waited for the whole burst. An order uses one Redis connection at a
+time, so 500 concurrent orders wanted 500: the pool opened a connection per
+request, on the api's one event loop (TCP connect, ``HELLO``/``CLIENT
+SETINFO``, and redis-py's ``DriverInfo`` reading package metadata for each
+one), a third to a half of the api's CPU during the burst; past redis-py's
+default of 100 connections the rest failed with 500. So:
+
+* at most ``TICKETRY_MAX_INFLIGHT_ORDERS`` orders run at once (the pool never
+  needs more connections than that, plus the background work's);
+* a request past the bound waits in a FIFO queue only while its expected wait
+  (its place in the queue over the measured rate) is within
+  ``TICKETRY_ORDER_QUEUE_S``, and at most ``TICKETRY_MAX_QUEUED_ORDERS`` wait;
+* every other request is answered ``503`` problem+json with ``Retry-After``
+  (the time to drain what is ahead) before its body is even parsed.
+
+The measured rate (:class:`CapacityMeter`) is also what the waiting room admits
+buyers at (``waitingroom``): what the api *sustains*, learned from the seconds
+in which orders were waiting, so a quiet api does not under-rate itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import orjson
+from prometheus_client import Counter, Gauge
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.backoff import ExponentialBackoff
+from redis.driver_info import DriverInfo
+from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+from starlette.types import ASGIApp, Receive, Scope, Send
+from ticketry.db import BudgetRetry
+
+from ticketry_api.errors import PROBLEM
+
+SHED = Counter("ticketry_orders_shed", "POST /v1/orders answered 503 at once: past the in-flight bound and queue")
+INFLIGHT = Gauge("ticketry_orders_inflight", "POST /v1/orders being processed now (bounded)")
+QUEUED = Gauge("ticketry_orders_queued", "POST /v1/orders waiting for a slot")
+CAPACITY = Gauge("ticketry_orders_capacity_per_s", "Orders per second this api process sustains (measured)")
+
+
+@dataclass
+class CapacityMeter:
+    """Orders per second the process sustains, from 1-second buckets of
+    completions. A second in which orders queued or were shed was *saturated*:
+    its completions are the capacity (smoothed). An unsaturated second only
+    shows that the capacity is at least that. Pure: time is passed in."""
+
+    initial: float = 50.0
+    alpha: float = 0.5  # weight of a new saturated second
+    capacity: float = 0.0
+    _second: int = -1
+    _done: int = 0
+    _saturated: bool = False
+    history: collections.deque[tuple[int, bool]] = field(default_factory=lambda: collections.deque(maxlen=10))
+
+    def __post_init__(self) -> None:
+        self.capacity = self.capacity or self.initial
+
+    def _roll(self, now: float) -> None:
+        second = int(now)
+        if second == self._second:
+            return
+        if self._second >= 0:
+            self.history.append((self._done, self._saturated))
+            if self._saturated:
+                self.capacity = (1 - self.alpha) * self.capacity + self.alpha * self._done
+            elif second == self._second + 1:  # a whole second was observed
+                self.capacity = max(self.capacity, float(self._done))
+        self._second, self._done, self._saturated = second, 0, False
+
+    def completed(self, now: float) -> None:
+        self._roll(now)
+        self._done += 1
+
+    def saturated(self, now: float) -> None:
+        self._roll(now)
+        self._saturated = True
+
+    def rate(self, now: float) -> float:
+        """The capacity estimate (orders/s), never below 1."""
+        self._roll(now)
+        return max(1.0, self.capacity)
+
+
+class Shed(Exception):
+    """No slot: answer 503 with ``Retry-After`` = ``retry_after_s``."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__("busy")
+        self.retry_after_s = retry_after_s
+
+
+class Admission:
+    """The in-flight bound and its queue (one per api process)."""
+
+    def __init__(
+        self,
+        max_inflight: int,
+        *,
+        max_queued: int,
+        queue_s: float,
+        initial_rate: float = 50.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_inflight = max_inflight
+        self.max_queued = max_queued
+        self.queue_s = queue_s
+        self.clock = clock
+        self.meter = CapacityMeter(initial=initial_rate)
+        self.inflight = 0
+        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.shed = 0
+        self.accepted = 0
+
+    def retry_after(self, ahead: int) -> int:
+        """Seconds until ``ahead`` orders are through at the measured rate (1 to 30)."""
+        return min(30, max(1, math.ceil(ahead / self.meter.rate(self.clock()))))
+
+    async def enter(self) -> None:
+        """Take a slot (waiting in the queue when that is expected to be short);
+        :class:`Shed` otherwise."""
+        if self.inflight < self.max_inflight and not self.waiters:
+            self.inflight += 1
+            INFLIGHT.set(self.inflight)
+            return
+        now = self.clock()
+        self.meter.saturated(now)
+        place = len(self.waiters) + 1
+        if place > self.max_queued or place / self.meter.rate(now) > self.queue_s:
+            self.shed += 1
+            SHED.inc()
+            raise Shed(self.retry_after(self.inflight + len(self.waiters)))
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        QUEUED.set(len(self.waiters))
+        try:
+            # The estimate may be wrong (the api slowed down meanwhile): never
+            # wait much longer than it promised.
+            await asyncio.wait_for(asyncio.shield(waiter), timeout=2 * self.queue_s + 1)
+        except TimeoutError:
+            if waiter.done():  # the slot came just now: keep it
+                return
+            waiter.cancel()
+            self._forget(waiter)
+            self.shed += 1
+            SHED.inc()
+            raise Shed(self.retry_after(self.inflight + len(self.waiters))) from None
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.leave(accepted=False)  # handed a slot, but the client went
+            else:
+                waiter.cancel()
+                self._forget(waiter)
+            raise
+
+    def leave(self, *, accepted: bool) -> None:
+        """Give the slot back (to the first waiter, if any)."""
+        now = self.clock()
+        self.meter.completed(now)
+        if accepted:
+            self.accepted += 1
+        if self.waiters:
+            self.meter.saturated(now)
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot passes on: inflight unchanged
+                QUEUED.set(len(self.waiters))
+                return
+        self.inflight -= 1
+        INFLIGHT.set(self.inflight)
+        QUEUED.set(0)
+        CAPACITY.set(self.meter.capacity)
+
+    def _forget(self, waiter: asyncio.Future[None]) -> None:
+        with contextlib.suppress(ValueError):  # handed a slot meanwhile
+            self.waiters.remove(waiter)
+        QUEUED.set(len(self.waiters))
+
+
+def _shed_response(retry_after_s: int) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    body = orjson.dumps(
+        {
+            "type": "about:blank",
+            "status": 503,
+            "title": "busy",
+            "detail": "the api is at its bound of orders in flight; retry after the time given",
+        }
+    )
+    headers = [
+        (b"content-type", PROBLEM.encode()),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(retry_after_s).encode()),
+    ]
+    return body, headers
+
+
+class OrderAdmission:
+    """Pure-ASGI middleware: ``POST /v1/orders`` runs only with a slot of
+    :class:`Admission`; without one it is answered 503 at once (the body is
+    not read, the token not checked: shedding must cost next to nothing)."""
+
+    def __init__(self, app: ASGIApp, admission: Admission) -> None:
+        self.app, self.admission = app, admission
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/v1/orders":
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self.admission.enter()
+        except Shed as shed:
+            body, headers = _shed_response(shed.retry_after_s)
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        status = 500
+
+        async def observed(msg: dict[str, object]) -> None:
+            nonlocal status
+            if msg["type"] == "http.response.start":
+                status = int(msg["status"])  # type: ignore[call-overload]
+            await send(msg)
+
+        try:
+            await self.app(scope, receive, observed)  # type: ignore[arg-type]
+        finally:
+            self.admission.leave(accepted=status == 202)
+
+
+def bounded_redis(url: str, *, max_connections: int, wait_s: float, timeout_s: float = 10.0) -> Redis:
+    """The api's Redis client: like ``ticketry.db.connect_redis`` (budgeted
+    retries), on a pool of at most ``max_connections`` that makes a caller wait
+    up to ``wait_s`` for a free connection (then ``ConnectionError``: 503)
+    instead of opening one per concurrent request. The driver's name and
+    version are read once here, not by every new connection."""
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections,
+        timeout=wait_s,
+        retry=BudgetRetry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
+        retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
+        health_check_interval=15,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=5.0,
+        driver_info=DriverInfo(),
+    )
+    return Redis.from_pool(pool)
