@@ -9,11 +9,15 @@ from ticketry_scaler.policy import (
     LaneBacklog,
     PolicyConfig,
     Stabiliser,
+    Throughput,
+    ThroughputMeter,
     decide,
     desired_replicas,
     drain_estimate_s,
+    finished,
     lane_lag,
     per_renderer_rate,
+    plateau,
     recommend,
 )
 
@@ -178,3 +182,159 @@ def test_decision_reason_names_the_hold() -> None:
     assert not held.changed and "down-window" in held.reason
     down = decide(stab, 61, idle, 4)
     assert down.changed and down.reason.startswith("scale-down") and "backlog 0" in down.reason
+
+
+# -- the throughput policy (local backend): burst and plateau ---------------------------
+
+TP = PolicyConfig(minimum=1, maximum=4, target_drain_s=20.0, default_rate=200.0, burst_s=2.0, min_gain=0.25)
+
+
+@pytest.mark.parametrize(
+    ("lanes", "expected"),
+    [
+        ([LaneBacklog("v", 0, 2, entries_read=10), LaneBacklog("s", 5, 30, entries_read=100)], 78),
+        ([LaneBacklog("v", 0, 0, entries_read=0), LaneBacklog("s", None, 3, entries_read=None)], None),
+        ([LaneBacklog("v", 0, 9, entries_read=4)], 0),  # never negative
+        ([], 0),
+    ],
+    ids=["read-minus-pending-summed", "unknown-lane", "clamped", "no-lanes"],
+)
+def test_finished(lanes: list[LaneBacklog], expected: int | None) -> None:
+    assert finished(lanes) == expected
+
+
+@pytest.mark.parametrize(
+    ("rates", "min_gain", "expected"),
+    [
+        ({}, 0.25, None),
+        ({1: 266.0}, 0.25, None),
+        ({1: 266.0, 2: 391.0}, 0.25, None),  # +125/s, a quarter of the average renderer is 66.5
+        ({1: 266.0, 2: 391.0, 3: 395.0}, 0.25, 2),  # the third added 4/s: stop at two
+        ({2: 391.0, 3: 380.0}, 0.25, 2),  # it fell
+        ({1: 300.0, 2: 310.0}, 0.25, 1),
+        ({1: 300.0, 3: 320.0}, 0.25, 2),  # a gap: only the last one added is judged
+        ({8: 2400.0, 9: 2650.0}, 0.25, None),  # +10 % is most of what a ninth can bring
+        ({8: 2400.0, 9: 2440.0}, 0.25, 8),
+        ({1: 300.0, 2: 300.0}, 0.0, None),  # min_gain 0: only a fall stops it
+        ({1: 300.0, 2: 290.0}, 0.0, 1),
+        ({0: 0.0, 1: 300.0}, 0.25, None),  # no renderers: not a count
+    ],
+)
+def test_plateau(rates: dict[int, float], min_gain: float, expected: int | None) -> None:
+    assert plateau(rates, min_gain) == expected
+
+
+def _tp(live: int, pace: float | None = None, rates: dict[int, float] | None = None, ready: bool = True) -> Throughput:
+    return Throughput(live=live, pace=pace, rates=rates or {}, ready=ready)
+
+
+@pytest.mark.parametrize(
+    ("work", "capacity", "throughput", "cfg", "expected", "says"),
+    [
+        # idle, or a backlog one renderer finishes within burst_s: the drain rule alone
+        (0, 650.0, _tp(1), TP, 1, ""),
+        (1000, 650.0, _tp(1), TP, 1, ""),
+        # a burst on one idle renderer: one more at once (2000 at 650/s is 3.1 s)
+        (2000, 650.0, _tp(1), TP, 2, "burst: 3.1s of work at 650/s with 1 live: one more (2)"),
+        # unmeasured renderers: the default rate sizes it (10 s of work)
+        (2000, 0.0, _tp(1), TP, 2, "one more (2)"),
+        # the one added is not measured yet: no third, but the two are held (the drain rule says 1)
+        (3000, 650.0, _tp(2, ready=False), TP, 2, "not measured yet"),
+        # measured: two make 391/s, 1500 left last 3.8 s: a third
+        (1500, 650.0, _tp(2, pace=391.0, rates={2: 391.0}), TP, 3, "one more (3)"),
+        # the measured pace, not the capacity, says how long it lasts: 700 at 391/s is 1.8 s
+        (700, 650.0, _tp(2, pace=391.0, rates={2: 391.0}), TP, 1, ""),
+        # the third did not raise the rate: at most two, whatever the backlog
+        (1500, 650.0, _tp(3, pace=395.0, rates={1: 266.0, 2: 391.0, 3: 395.0}), TP, 2, "plateau at 2"),
+        (200_000, 100.0, _tp(2, pace=391.0, rates={1: 266.0, 2: 391.0, 3: 395.0}), TP, 2, "at most 2"),
+        # but never below min
+        (
+            1500, 650.0, _tp(3, pace=395.0, rates={1: 266.0, 2: 391.0, 3: 395.0}),
+            PolicyConfig(3, 4, 20.0, 200.0), 3, "plateau at 2",
+        ),
+        # nor above max: the four are held while it lasts
+        (5000, 650.0, _tp(4, pace=1200.0, rates={4: 1200.0}), TP, 4, "with 4 live"),
+    ],
+    ids=[
+        "idle", "short", "burst-start", "burst-unmeasured", "wait-for-measure", "next-one", "pace-short",
+        "plateau", "plateau-bounds-drain", "plateau-min", "at-max",
+    ],
+)  # fmt: skip
+def test_burst_and_plateau(
+    work: int, capacity: float, throughput: Throughput, cfg: PolicyConfig, expected: int, says: str
+) -> None:
+    rec = recommend([LaneBacklog("s", lag=work, pending=0)], [capacity], current=throughput.live, cfg=cfg,
+                    throughput=throughput)  # fmt: skip
+    assert rec.replicas == expected, rec.reason
+    assert says in rec.reason
+
+
+def test_drain_policy_ignores_bursts() -> None:
+    # Without a Throughput (the drain policy: Kubernetes), a 2000-ticket burst at 650/s stays at one.
+    assert recommend([LaneBacklog("s", lag=2000, pending=0)], [650.0], current=1, cfg=TP).replicas == 1
+
+
+def test_plateau_ceiling_overrides_the_down_window() -> None:
+    stab = Stabiliser.from_config(TP)
+    busy = recommend([LaneBacklog("s", lag=200_000, pending=0)], [100.0], current=1, cfg=TP)
+    assert decide(stab, 0, busy, 1).replicas == 4
+    # When three of them turn out to make no more than two did, the ceiling applies at once
+    # (the down-window would have kept four for a minute), and says why
+    rates = {2: 391.0, 3: 395.0}
+    capped = recommend([LaneBacklog("s", lag=150_000, pending=0)], [100.0], current=4, cfg=TP,
+                       throughput=_tp(3, pace=395.0, rates=rates))  # fmt: skip
+    d = decide(stab, 5, capped, 4)
+    assert (d.replicas, d.changed) == (2, True)
+    assert d.reason.startswith("scale-down (plateau)") and "plateau at 2" in d.reason
+
+
+# Each step: (t, finished so far, live renderers, work waiting) then what the view says:
+# (pace, measured rates, ready).
+MeterStep = tuple[float, int | None, int, bool, float | None, dict[int, float], bool]
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        pytest.param(
+            [
+                (0, 1000, 1, True, None, {}, True),  # a burst starts on one renderer: ready to add
+                (1, 1100, 1, True, None, {}, True),
+                (3, 1300, 1, True, 100.0, {1: 100.0}, True),  # 3 s measured: 100/s
+                (4, 1400, 2, True, None, {1: 100.0}, False),  # a second joined: settling
+                (4.5, 1480, 2, True, None, {1: 100.0}, False),
+                (5, 1560, 2, True, None, {1: 100.0}, False),  # its stretch starts here
+                (8, 2040, 2, True, 160.0, {1: 100.0, 2: 160.0}, True),  # measured: the next may come
+            ],
+            id="one-then-two",
+        ),
+        pytest.param(
+            [
+                (0, 0, 2, True, None, {}, True),
+                (3, 600, 2, True, 200.0, {2: 200.0}, True),
+                (4, 800, 2, False, None, {2: 200.0}, False),  # drained: no burst, the rate is kept
+                (5, 800, 2, True, None, {2: 200.0}, True),  # a new burst on the same two
+                (130, 800, 2, False, None, {}, False),  # forgotten after keep_s
+            ],
+            id="burst-ends-and-ages-out",
+        ),
+        pytest.param(
+            [
+                (0, None, 1, True, None, {}, True),  # entries-read unknown: nothing measured
+                (4, None, 1, True, None, {}, True),
+                (5, 10, 1, True, None, {}, True),
+                (6, 5, 1, True, None, {}, True),  # the counter went back (a restart): afresh
+                (9, 305, 1, True, 100.0, {1: 100.0}, True),
+            ],
+            id="unknown-and-reset",
+        ),
+    ],
+)
+def test_throughput_meter(steps: list[MeterStep]) -> None:
+    meter = ThroughputMeter(window_s=3.0, settle_s=1.0, keep_s=120.0)
+    for t, done, live, waiting, pace, rates, ready in steps:
+        meter.observe(t, done, live, waiting)
+        view = meter.view()
+        assert view.pace == pytest.approx(pace), t
+        assert dict(view.rates) == pytest.approx(rates), t
+        assert view.ready == ready, t

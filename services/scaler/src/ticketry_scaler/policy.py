@@ -249,14 +249,21 @@ def _throughput_rules(
     pace = tp.pace if tp.pace else max(tp.live, 1) * per_renderer
     lasts = work / max(pace, 1e-9)
     if work > 0 and lasts > cfg.burst_s:
+        # While it lasts: one more when the last one added has been measured,
+        # else hold the live ones (the drain rule may ask for fewer meanwhile).
         burst = f"; burst: {lasts:.1f}s of work at {pace:.0f}/s with {tp.live} live"
+        want = tp.live
         if ceiling is not None and tp.live >= ceiling:
-            why += f"{burst}, none added past the plateau"
+            burst += ", none added past the plateau"
         elif not tp.ready:
-            why += f"{burst}, the last one added not measured yet"
-        elif tp.live + 1 > replicas and tp.live < cfg.maximum:
-            replicas = tp.live + 1
-            why += f"{burst}: one more ({replicas})"
+            burst += ", the last one added not measured yet"
+        elif tp.live < cfg.maximum:
+            want = tp.live + 1
+            burst += f": one more ({want})"
+        want = min(want, cfg.maximum)
+        if want > replicas:
+            replicas = want
+        why += burst
     if ceiling is not None:
         bound = max(ceiling, cfg.minimum)
         shown = ", ".join(f"{n}: {r:.0f}/s" for n, r in sorted(tp.rates.items()))
@@ -317,13 +324,14 @@ class ThroughputMeter:
             self._current = None
             self._changed_at = now if self._live is not None else -math.inf
             self._live = live
-        if not waiting or finished is None:
-            self._current = None
-            if not waiting:
-                self._burst_floor = None
+        if not waiting:
+            self._current, self._burst_floor = None, None
             return
         if self._burst_floor is None:
             self._burst_floor = live
+        if finished is None:
+            self._current = None
+            return
         cur = self._current
         if cur is None or finished < cur.end_finished:  # a counter went back: start afresh
             if now - self._changed_at >= self.settle_s:
