@@ -60,10 +60,15 @@ def ok_json(p: subprocess.CompletedProcess[str]) -> Any:
 
 @pytest.mark.timeout(600)
 async def test_status_shows_streams_renderers_outbox_and_dead_letters(ctl_stack: Stack) -> None:
-    async def a_renderer_beats() -> bool:
-        return bool(ok_json(await actl(ctl_stack, "status", "--json"))["renderers"])
+    redis = redis_of(ctl_stack)
+    try:
 
-    await wait_until(a_renderer_beats, WAIT_S)
+        async def a_renderer_beats() -> bool:
+            return bool([k async for k in redis.scan_iter(match=streams.renderer_heartbeat("*"))])
+
+        await wait_until(a_renderer_beats, WAIT_S)
+    finally:
+        await redis.aclose()
     s = ok_json(await actl(ctl_stack, "status", "--json"))
     assert set(s) >= {"streams", "lag", "pending", "renderers", "scaler", "outbox", "dead_letters", "webhooks"}
     render = s["streams"][streams.RENDER_VIP]
