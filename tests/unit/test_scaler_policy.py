@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from ticketry_scaler.policy import (
@@ -242,6 +243,8 @@ def _tp(live: int, pace: float | None = None, rates: dict[int, float] | None = N
         (3000, 650.0, _tp(2, ready=False), TP, 2, "not measured yet"),
         # measured: two make 391/s, 1500 left last 3.8 s: a third
         (1500, 650.0, _tp(2, pace=391.0, rates={2: 391.0}), TP, 3, "one more (3)"),
+        # every core busy (the local backend's CPU cap): the two are held, no third
+        (1500, 650.0, replace(_tp(2, pace=391.0, rates={2: 391.0}), cores_full=True), TP, 2, "every core busy"),
         # the measured pace, not the capacity, says how long it lasts: 700 at 391/s is 1.8 s
         (700, 650.0, _tp(2, pace=391.0, rates={2: 391.0}), TP, 1, ""),
         # the third did not raise the rate: at most two, whatever the backlog
@@ -256,7 +259,7 @@ def _tp(live: int, pace: float | None = None, rates: dict[int, float] | None = N
         (5000, 650.0, _tp(4, pace=1200.0, rates={4: 1200.0}), TP, 4, "with 4 live"),
     ],
     ids=[
-        "idle", "short", "burst-start", "burst-unmeasured", "wait-for-measure", "next-one", "pace-short",
+        "idle", "short", "burst-start", "burst-unmeasured", "wait-for-measure", "next-one", "cores-full", "pace-short",
         "plateau", "plateau-bounds-drain", "plateau-min", "at-max",
     ],
 )  # fmt: skip

@@ -30,8 +30,9 @@ the lanes; :class:`ThroughputMeter`):
 
 * **burst**: while the backlog would last longer than ``burst_s`` at the current
   pace, one more renderer than are live, the first of a burst at once, each
-  next one only once the last one's effect has been measured: a short burst on
-  idle cores is worth a renderer even when the drain target is met;
+  next one only once the last one's effect has been measured and while the
+  backend has a core free (``BackendStatus.cores_full``): a short burst on idle
+  cores is worth a renderer even when the drain target is met;
 * **plateau** (:func:`plateau`): the renderer count past which the last one added
   did not raise the aggregate rate by ``min_gain`` is a ceiling for every rule,
   until its measurement ages out (``keep_s``) and a later burst may probe again.
@@ -211,6 +212,7 @@ class Throughput:
     pace: float | None  # aggregate tickets/s with ``live`` renderers in this burst; None: not measured yet
     rates: Mapping[int, float]  # recently measured aggregate tickets/s by renderers live
     ready: bool  # the last renderer added has been measured (or none was added in this burst)
+    cores_full: bool = False  # the backend's CPU cap is reached: another would only compete
 
 
 def finished(lanes: list[LaneBacklog] | tuple[LaneBacklog, ...]) -> int | None:
@@ -257,6 +259,8 @@ def _throughput_rules(
             burst += ", none added past the plateau"
         elif not tp.ready:
             burst += ", the last one added not measured yet"
+        elif tp.cores_full:
+            burst += ", every core busy"
         elif tp.live < cfg.maximum:
             want = tp.live + 1
             burst += f": one more ({want})"

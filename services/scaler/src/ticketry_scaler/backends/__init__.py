@@ -14,11 +14,14 @@ class BackendError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class BackendStatus:
-    """``target``: replicas asked for; ``running``: replicas actually up."""
+    """``target``: replicas asked for; ``running``: replicas actually up;
+    ``cores_full``: the local backend runs as many busy renderers as its CPU cap
+    (another would only compete for the same cores)."""
 
     target: int
     running: int
     consumers: frozenset[str] = field(default_factory=frozenset)
+    cores_full: bool = False
 
 
 class Backend(Protocol):

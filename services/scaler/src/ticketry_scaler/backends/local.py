@@ -164,10 +164,12 @@ class LocalBackend:
     async def status(self) -> BackendStatus:
         children = [s.child for s in self._slots.values() if s.child is not None]
         names = {c.consumer for c in children} | {c.consumer for c in self._draining.values()}
+        busy = self._busy()
         return BackendStatus(
             target=self._wanted,
             running=sum(1 for c in children if c.alive),
             consumers=frozenset(names),
+            cores_full=self._cap > 0 and busy is not None and busy >= self._cap,
         )
 
     @property
