@@ -192,3 +192,93 @@ WEBHOOK_RETRIES: Final = "ticketry:webhooks:retries"
 WEBHOOK_DEAD: Final = "ticketry:webhooks:dead"
 WEBHOOKS_GROUP: Final = "webhooks"
 WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
+
+
+# -- the waiting room of an on-sale (issue 20) ----------------------------------------
+# Every key below lives ``ROOM_TTL_S`` after its last write (each join and each
+# admission tick renews what it writes). ``{event}`` is an event id with
+# ``waiting_room: true``; ``{buyer}`` a token's ``sub``. See ticketry_api.waitingroom.
+# ``ticketry:rooms`` (set of event ids)
+#     Rooms somebody has joined: what the admitters (one per room, any api) tick.
+#     An id leaves when its line is fully admitted or the event is sold out.
+# ``ticketry:room:{event}:line`` (sorted set: buyer, score = place)
+#     One place per buyer (ZADD NX): early arrivals (before ``on_sale_at`` by
+#     Redis's clock) a random score in [0, 1), later ones ``1 + n`` in arrival order.
+# ``ticketry:room:{event}:seq`` (integer) — later arrivals so far (their ``n``).
+# ``ticketry:room:{event}:ids`` (hash: buyer → queue id) — a buyer's place, again on a second join.
+# ``ticketry:queue:{queue id}`` (hash: event, buyer) — a place by its id (the notifier's lookup).
+# ``ticketry:room:{event}:state`` (hash: admitted, rate, carry, on_sale_ms, sold_out, at)
+#     ``admitted``: how many of the line, in score order, have been admitted (only
+#     grows; compare-and-set by the admission script); ``rate`` the current
+#     admission rate (buyers/s); ``sold_out`` 1 while nothing is left to sell.
+# ``ticketry:room:{event}:permits`` (hash: buyer → "<permission> <expires ms>")
+#     Every permission issued, to hand it again to a buyer who asks again.
+# ``ticketry:room:{event}:outstanding`` (sorted set: buyer, score = expires ms)
+#     Permissions issued and not yet used (expired ones are pruned each tick).
+#     An order claims its buyer's entry (ZREM: one order per permission) and puts
+#     it back if it is not accepted.
+# ``ticketry:room:{event}:used`` (integer) — permissions used by an accepted order.
+# ``ticketry:room:{event}:updates`` (stream: admitted, rate, at, sold_out, permits)
+#     One entry per admission tick that changed something (``permits``: JSON of
+#     the buyers admitted by it → [permission, expires ms]); read without a group
+#     by every notifier with a queue socket of the event. ``MAXLEN ~ ROOM_UPDATES_MAXLEN``.
+# ``ticketry:room:{event}:admitter`` (string: holder) — the one api admitting for
+#     the room, ``PX ROOM_ADMITTER_LOCK_MS``, renewed each tick.
+# ``ticketry:api:capacity`` (hash: api consumer → JSON {capacity, shed_per_s, at})
+#     Each api process's measured order rate (ticketry_api.admission), written
+#     every tick; the admitter sums the fresh ones. Entries older than a minute are deleted.
+ROOMS: Final = "ticketry:rooms"
+API_CAPACITY: Final = "ticketry:api:capacity"
+ROOM_TTL_S: Final = 7 * 24 * 3600
+ROOM_UPDATES_MAXLEN: Final = 10_000
+ROOM_ADMITTER_LOCK_MS: Final = 5_000
+
+
+def room_line(event_id: str) -> str:
+    """The event's line: buyer → place score."""
+    return f"ticketry:room:{event_id}:line"
+
+
+def room_seq(event_id: str) -> str:
+    """Later arrivals so far."""
+    return f"ticketry:room:{event_id}:seq"
+
+
+def room_ids(event_id: str) -> str:
+    """Buyer → queue id."""
+    return f"ticketry:room:{event_id}:ids"
+
+
+def queue_place(queue_id: str) -> str:
+    """A place by its queue id: event and buyer."""
+    return f"ticketry:queue:{queue_id}"
+
+
+def room_state(event_id: str) -> str:
+    """Admitted count, rate, sold-out flag of the room."""
+    return f"ticketry:room:{event_id}:state"
+
+
+def room_permits(event_id: str) -> str:
+    """Buyer → the permission issued to them."""
+    return f"ticketry:room:{event_id}:permits"
+
+
+def room_outstanding(event_id: str) -> str:
+    """Permissions not yet used: buyer → expiry (ms)."""
+    return f"ticketry:room:{event_id}:outstanding"
+
+
+def room_used(event_id: str) -> str:
+    """Permissions used by accepted orders."""
+    return f"ticketry:room:{event_id}:used"
+
+
+def room_updates(event_id: str) -> str:
+    """The room's admission ticks, for the notifiers."""
+    return f"ticketry:room:{event_id}:updates"
+
+
+def room_admitter(event_id: str) -> str:
+    """Lock of the api process admitting for the room."""
+    return f"ticketry:room:{event_id}:admitter"

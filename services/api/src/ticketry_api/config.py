@@ -30,6 +30,9 @@ class ApiSettings(ServingSettings):
     # api_redis_wait_s for one instead of opening one per concurrent request).
     api_redis_pool: int = Field(default=128, ge=8)
     api_redis_wait_s: float = Field(default=2.0, gt=0)
+    # Waiting rooms (waitingroom/): admission ticks, and how long a permission to order lasts.
+    room_tick_s: float = Field(default=1.0, gt=0)
+    room_permission_ttl_s: float = Field(default=120.0, gt=0)
 
     @property
     def bind_host(self) -> str:

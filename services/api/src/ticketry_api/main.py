@@ -19,7 +19,7 @@ from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
-from ticketry_api import errors, metrics, webhooks
+from ticketry_api import errors, metrics, waitingroom, webhooks
 from ticketry_api.admission import Admission, OrderAdmission, bounded_redis
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
@@ -28,6 +28,7 @@ from ticketry_api.orders import sweep_outbox
 from ticketry_api.projector import run_projector
 from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets
 from ticketry_api.routes import pages as page_routes
+from ticketry_api.waitingroom import routes as waitingroom_routes
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             )
         )  # fmt: skip
         tasks.append(asyncio.create_task(webhooks.run(redis, stop)))  # webhook dispatcher + sender
+        tasks.append(asyncio.create_task(waitingroom.run(redis, app.state.admission, settings, stop)))  # admission
         freeze_startup_heap()
         try:
             yield
@@ -100,6 +102,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(scanner.router)  # a door's list and revocations (offline scanning)
     app.include_router(page_routes.router)  # the buyer's page /o/{id} and the scanner /scan
     app.include_router(webhooks.router)
+    app.include_router(waitingroom_routes.router)  # POST /v1/events/{id}/queue
     return app
 
 

@@ -43,6 +43,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
 
 import orjson
@@ -100,6 +101,7 @@ async def place_order(
     idempotency_key: str | None,
     max_quantity: int,
     rates: RateSettings,
+    gate: Callable[[Event], Awaitable[None]] | None = None,
 ) -> Order:
     """Reserve capacity, record the order and its tickets, enqueue the renders.
 
@@ -124,6 +126,8 @@ async def place_order(
     event = await event_of(body.event_id)
     if event is None:
         raise Problem(404, "event not found")
+    if gate is not None:  # the on-sale's rules (waitingroom.gate); not for a replay above
+        await gate(event)
     tier = event.tier(body.tier)
     if tier is None:
         raise Problem(422, "unknown tier", f"this event sells the tiers {', '.join(t.id for t in event.tier_list())}")

@@ -92,6 +92,9 @@ class EventIn(_In):
     timezone: TimeZone = "UTC"
     doors_at: Instant | None = None
     tiers: list[TierIn] | None = Field(default=None, min_length=1, max_length=MAX_TIERS)
+    # Orders are taken from on_sale_at; with waiting_room, through the queue (waitingroom/).
+    on_sale_at: Instant | None = None
+    waiting_room: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> EventIn:
@@ -128,6 +131,8 @@ class EventOut(BaseModel):
     price: str
     currency: str
     tiers: list[TierOut]
+    on_sale_at: datetime | None = None
+    waiting_room: bool = False
 
 
 T = TypeVar("T")

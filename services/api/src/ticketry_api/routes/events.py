@@ -48,6 +48,7 @@ def event_out(e: Event, sold: Head) -> EventOut:
             )
             for t in e.tier_list()
         ],
+        on_sale_at=e.on_sale_at.astimezone(zone) if e.on_sale_at else None, waiting_room=e.waiting_room,
     )  # fmt: skip
 
 
@@ -76,6 +77,8 @@ async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
         organizer_id=who.sub,
         # Without tiers: the one standard tier at the event's price.
         tiers=tiers or [Tier(id="standard", name="Standard", price_minor=int(body.price * 100))],
+        on_sale_at=body.on_sale_at.astimezone(UTC) if body.on_sale_at else None,
+        waiting_room=body.waiting_room,
     )
     await event.insert()
     # Its designs are built while the organiser is still setting up, not by its first ticket.

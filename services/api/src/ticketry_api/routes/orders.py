@@ -24,6 +24,8 @@ from ticketry_api.schemas import (
     Page,
     TicketRef,
 )
+from ticketry_api.waitingroom.core import permission_key
+from ticketry_api.waitingroom.gate import OrderGate
 from ticketry_api.web.links import status_page_url
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
@@ -48,19 +50,28 @@ async def create_order(
     state: State,
     who: Annotated[Principal, Depends(require("buyer"))],  # rate-limited in place_order
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] = None,
+    queue_permission: Annotated[str | None, Header(max_length=200)] = None,
 ) -> OrderAccepted:
     state.keyring.refresh()  # sign with the newest key if another process rotated
+    # An on-sale's rules: not before on_sale_at; a waiting room's permission (waitingroom.gate).
+    gate = OrderGate(state.redis, permission_key(state.settings.jwt_key), who, queue_permission)
     # The root of each ticket's trace: its render request carries this span on.
     with _TRACER.start_as_current_span("order.place", attributes={"order.quantity": body.quantity}) as span:
-        order = await place_order(
-            redis=state.redis,
-            keyring=state.keyring,
-            principal=who,
-            body=body,
-            idempotency_key=idempotency_key,
-            max_quantity=state.settings.max_tickets_per_order,
-            rates=state.rates,
-        )
+        try:
+            order = await place_order(
+                redis=state.redis,
+                keyring=state.keyring,
+                principal=who,
+                body=body,
+                idempotency_key=idempotency_key,
+                max_quantity=state.settings.max_tickets_per_order,
+                rates=state.rates,
+                gate=gate.check,
+            )
+        except BaseException:
+            await gate.refused()
+            raise
+        await gate.accepted()
         span.set_attribute("order.id", order.id)
     event = await event_of(order.event_id)
     assert event is not None  # the order was placed for it

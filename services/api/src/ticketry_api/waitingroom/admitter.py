@@ -1,0 +1,117 @@
+"""The admission loop, in every api process: each tick it reports this
+process's measured order rate (for whichever api admits), and for each open
+room whose lock it holds (one admitter per room, any api) it measures, sets the
+rate (:func:`core.admission_rate`) and admits the next buyers with signed
+permissions (:func:`store.admit`, compare-and-set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+from ticketry.documents import Event
+from ticketry.tasks import pause
+
+from ticketry_api import capacity
+from ticketry_api.admission import Admission
+from ticketry_api.orders import event_of
+from ticketry_api.waitingroom import core, store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Room:
+    """What the admitter remembers of a room between its ticks."""
+
+    last_at: float = 0.0
+    last_used: int = -1
+    used_per_s: float = 0.0
+
+
+@dataclass
+class Admitter:
+    redis: Redis
+    admission: Admission
+    consumer: str
+    key: bytes  # core.permission_key
+    tick_s: float = 1.0
+    permission_ttl_s: float = 120.0
+    limits: core.RateLimits = field(default_factory=core.RateLimits)
+    rooms: dict[str, _Room] = field(default_factory=dict)
+    _last_shed: int = 0
+    _last_at: float = 0.0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("waiting room: admission tick failed; will retry")
+            await pause(stop, self.tick_s)
+
+    async def tick(self) -> None:
+        now = time.monotonic()
+        now_ms = int(time.time() * 1000)
+        dt = now - self._last_at if self._last_at else self.tick_s
+        shed_per_s = (self.admission.shed - self._last_shed) / max(dt, 1e-3)
+        self._last_shed, self._last_at = self.admission.shed, now
+        await store.report_capacity(self.redis, self.consumer, self.admission.meter.rate(now), shed_per_s, now_ms)
+        for event_id in await store.rooms(self.redis):
+            if await store.hold_lock(self.redis, event_id, self.consumer):
+                await self.tick_room(event_id, now, now_ms)
+            else:
+                self.rooms.pop(event_id, None)  # another api admits; start afresh if it comes back
+
+    async def tick_room(self, event_id: str, now: float, now_ms: int) -> None:
+        event = await event_of(event_id)
+        if event is None or not event.waiting_room:
+            await store.close_room(self.redis, event_id)
+            return
+        on_sale_ms = on_sale_ms_of(event)
+        if now_ms < on_sale_ms:
+            return  # the draw is not final yet; the script checks Redis's clock too
+        room = self.rooms.setdefault(event_id, _Room())
+        st = await store.read_state(self.redis, event_id, now_ms)
+        dt = now - room.last_at if room.last_at else self.tick_s
+        if room.last_used >= 0:
+            room.used_per_s = max(st.used - room.last_used, 0) / max(dt, 1e-3)
+        room.last_used, room.last_at = st.used, now
+        cap, shed = await store.api_capacity(self.redis, now_ms, fresh_ms=int(3000 * max(self.tick_s, 1.0)))
+        signals = core.Signals(
+            capacity_per_s=cap or self.admission.meter.rate(now), used_per_s=room.used_per_s, shed_per_s=shed,
+            outstanding=st.outstanding,
+        )  # fmt: skip
+        rate = core.admission_rate(st.rate or self.limits.min_rate, signals, self.limits)
+        left = tickets_left(event, (await capacity.sold(event.id)).sold)
+        n, carry = core.to_admit(rate, dt, st.carry, waiting=st.waiting, tickets_left=left, outstanding=st.outstanding)
+        sold_out = left <= 0
+        expires_ms = now_ms + int(self.permission_ttl_s * 1000)
+        nxt = await store.next_in_line(self.redis, event_id, st.admitted, n)
+        permits = [(b, core.sign_permission(self.key, event_id, b, q, expires_ms), expires_ms) for b, q in nxt]
+        got = await store.admit(
+            self.redis, event_id, expected=st.admitted, on_sale_ms=on_sale_ms, rate=rate, carry=carry,
+            sold_out=sold_out, permits=permits,
+        )  # fmt: skip
+        if got < 0:
+            log.info("waiting room: admission raced (%s); next tick", got, extra={"event_id": event_id})
+            return
+        if (st.waiting - len(permits) <= 0 or sold_out) and st.outstanding == 0:
+            # Everybody in line has been admitted (or told it is sold out), and
+            # no permission is out: nothing to tick until somebody joins again.
+            await store.close_room(self.redis, event_id)
+            self.rooms.pop(event_id, None)
+
+
+def on_sale_ms_of(event: Event) -> int:
+    """When the event's sale starts (ms); its creation for an event without ``on_sale_at``."""
+    at = event.on_sale_at or event.created_at
+    return int(at.timestamp() * 1000)
+
+
+def tickets_left(event: Event, sold: int) -> int:
+    return max(event.capacity - sold, 0)

@@ -1,0 +1,73 @@
+"""``/v1/events/{id}/queue``: a buyer's place in an event's waiting room."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+from ticketry.auth import Principal
+from ticketry.ids import is_valid_id, new_id
+
+from ticketry_api.deps import State, require
+from ticketry_api.errors import Problem, problems
+from ticketry_api.orders import event_of
+from ticketry_api.waitingroom import core, store
+from ticketry_api.waitingroom.admitter import on_sale_ms_of
+
+router = APIRouter(prefix="/v1/events", tags=["waiting room"])
+Buyer = Annotated[Principal, Depends(require("buyer"))]
+
+
+class QueuePlace(BaseModel):
+    """A place in line. ``position`` is 1 for the next buyer to be admitted,
+    0 once admitted, and null for an early arrival until ``on_sale_at`` (the
+    early arrivals' order is drawn then). Once admitted, ``permission`` is the
+    ``Queue-Permission`` header for one order, until ``expires_at``."""
+
+    queue_id: str
+    event_id: str
+    position: int | None
+    eta_s: float | None
+    early: bool
+    progress_url: str
+    admitted: bool = False
+    permission: str | None = None
+    expires_at: datetime | None = None
+    sold_out: bool = False
+
+
+def queue_progress_url(notifier_url: str, queue_id: str) -> str:
+    return f"{notifier_url.rstrip('/')}/v1/queue/{queue_id}/progress"
+
+
+@router.post("/{event_id}/queue", status_code=201, response_model=QueuePlace, responses=problems(401, 403, 404, 409))
+async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
+    """Take a place in the event's waiting room (or get the one you hold: one
+    place per buyer). Buyers who come before ``on_sale_at`` get a random place
+    among the early arrivals, drawn fairly; later ones queue in arrival order."""
+    event = await event_of(event_id) if is_valid_id(event_id, "ev") else None
+    if event is None:
+        raise Problem(404, "event not found")
+    if not event.waiting_room:
+        raise Problem(409, "no waiting room", "this event sells without a queue: order directly", kind="no-queue")
+    on_sale_ms = on_sale_ms_of(event)
+    j = await store.join(
+        state.redis, event.id, who.sub, on_sale_ms=on_sale_ms, early=core.early_score(), new_id=new_id("qu")
+    )
+    admitted = j.drawn and j.rank < j.admitted
+    pos = core.position(j.rank, j.admitted, drawn=j.drawn)
+    permit = j.permit if admitted else None
+    return QueuePlace(
+        queue_id=j.queue_id,
+        event_id=event.id,
+        position=pos,
+        eta_s=core.eta_s(pos, j.rate, until_on_sale_s=(on_sale_ms - j.now_ms) / 1000),
+        early=core.is_early(j.score),
+        progress_url=queue_progress_url(state.settings.notifier_public_url, j.queue_id),
+        admitted=admitted,
+        permission=permit[0] if permit else None,
+        expires_at=datetime.fromtimestamp(permit[1] / 1000, UTC) if permit else None,
+        sold_out=j.sold_out and not admitted,
+    )

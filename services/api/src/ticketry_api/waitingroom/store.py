@@ -1,0 +1,251 @@
+"""The waiting room in Redis (keys: ``ticketry.streams``, "the waiting room
+of an on-sale"). Two scripts carry the rules that must hold under any
+concurrency: :data:`_JOIN` gives each buyer one place (early or late by
+Redis's own clock), :data:`_ADMIT` advances the admitted count by
+compare-and-set, only from ``on_sale_at`` on and only over the exact buyers
+the admitter signed permissions for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+from ticketry import streams
+from ticketry.db import as_text
+
+# KEYS: line, seq, ids, place (of the new id), rooms, state, permits
+# ARGV: buyer, on_sale_ms, early score, new queue id, event id, ttl
+# → {queue id, score, new (0/1), rank, admitted, now ms, rate, sold_out, permit or false, drawn}
+_JOIN = """
+local qid = redis.call('HGET', KEYS[3], ARGV[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local new = 0
+local score
+if qid then
+  score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+else
+  new = 1
+  qid = ARGV[4]
+  if now < tonumber(ARGV[2]) then score = ARGV[3] else score = tostring(1 + redis.call('INCR', KEYS[2])) end
+  redis.call('ZADD', KEYS[1], 'NX', score, ARGV[1])
+  redis.call('HSET', KEYS[3], ARGV[1], qid)
+  redis.call('HSET', KEYS[4], 'event', ARGV[5], 'buyer', ARGV[1])
+  redis.call('HSETNX', KEYS[6], 'on_sale_ms', ARGV[2])
+  for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[6]) end
+  redis.call('EXPIRE', KEYS[6], ARGV[6])
+end
+redis.call('SADD', KEYS[5], ARGV[5])
+local st = redis.call('HMGET', KEYS[6], 'admitted', 'rate', 'sold_out')
+local drawn = 0
+if now >= tonumber(ARGV[2]) then drawn = 1 end
+return {qid, score, new, redis.call('ZRANK', KEYS[1], ARGV[1]), st[1] or '0', now, st[2] or '0', st[3] or '0',
+        redis.call('HGET', KEYS[7], ARGV[1]), drawn}
+"""
+
+# KEYS: line, state, permits, outstanding, updates
+# ARGV: expected admitted, on_sale ms, rate, carry, sold_out, ttl, maxlen, permits json, n, buyers…, values…, expiries…
+# → new admitted count, or -1 (not on sale by Redis's clock), -2 (admitted moved), -3 (line moved)
+_ADMIT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(ARGV[2]) then return -1 end
+local cur = tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0')
+if cur ~= tonumber(ARGV[1]) then return -2 end
+local n = tonumber(ARGV[9])
+if n > 0 then
+  local got = redis.call('ZRANGE', KEYS[1], cur, cur + n - 1)
+  if #got ~= n then return -3 end
+  for i = 1, n do
+    if got[i] ~= ARGV[9 + i] then return -3 end
+  end
+  for i = 1, n do
+    redis.call('HSET', KEYS[3], got[i], ARGV[9 + n + i])
+    redis.call('ZADD', KEYS[4], ARGV[9 + 2 * n + i], got[i])
+  end
+end
+redis.call('HSET', KEYS[2], 'admitted', cur + n, 'rate', ARGV[3], 'carry', ARGV[4], 'sold_out', ARGV[5],
+           'at', now, 'drawn', 1)
+redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'admitted', cur + n, 'rate', ARGV[3], 'at', now,
+           'sold_out', ARGV[5], 'drawn', 1, 'permits', ARGV[8])
+for i = 1, 5 do redis.call('EXPIRE', KEYS[i], ARGV[6]) end
+return cur + n
+"""
+
+# KEYS: lock; ARGV: holder, ttl ms → 1 if held by holder now
+_LOCK = """
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+if cur then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Joined:
+    """A buyer's place as the join found or made it."""
+
+    queue_id: str
+    score: float
+    new: bool
+    rank: int
+    admitted: int
+    now_ms: int
+    rate: float
+    sold_out: bool
+    permit: tuple[str, int] | None  # (permission, expires ms) once admitted
+    drawn: bool
+
+
+def _permit(raw: Any) -> tuple[str, int] | None:
+    if not raw:
+        return None
+    token, _, expires = as_text(raw).partition(" ")
+    return token, int(expires)
+
+
+async def join(redis: Redis, event_id: str, buyer: str, *, on_sale_ms: int, early: float, new_id: str) -> Joined:
+    """The buyer's place in the event's line: the one they hold, or a new one."""
+    keys = [
+        streams.room_line(event_id), streams.room_seq(event_id), streams.room_ids(event_id),
+        streams.queue_place(new_id), streams.ROOMS, streams.room_state(event_id), streams.room_permits(event_id),
+    ]  # fmt: skip
+    args: list[str | int] = [buyer, on_sale_ms, repr(early), new_id, event_id, streams.ROOM_TTL_S]
+    r: list[Any] = await redis.eval(_JOIN, len(keys), *keys, *args)
+    return Joined(
+        queue_id=as_text(r[0]), score=float(as_text(r[1])), new=bool(r[2]), rank=int(r[3]),
+        admitted=int(as_text(r[4])), now_ms=int(r[5]), rate=float(as_text(r[6])), sold_out=as_text(r[7]) == "1",
+        permit=_permit(r[8]), drawn=bool(r[9]),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RoomState:
+    """One tick's reading of a room."""
+
+    admitted: int
+    rate: float
+    carry: float
+    sold_out: bool
+    line: int  # places in the line
+    outstanding: int  # permissions not used nor expired
+    used: int  # permissions used so far
+
+    @property
+    def waiting(self) -> int:
+        return max(self.line - self.admitted, 0)
+
+
+async def read_state(redis: Redis, event_id: str, now_ms: int) -> RoomState:
+    """The room as the admitter sees it (expired permissions pruned first)."""
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hmget(streams.room_state(event_id), ["admitted", "rate", "carry", "sold_out"])
+        pipe.zcard(streams.room_line(event_id))
+        pipe.zremrangebyscore(streams.room_outstanding(event_id), "-inf", now_ms)
+        pipe.zcard(streams.room_outstanding(event_id))
+        pipe.get(streams.room_used(event_id))
+        st, line, _, outstanding, used = await pipe.execute()
+    admitted, rate, carry, sold_out = (as_text(v) if v is not None else None for v in st)
+    return RoomState(
+        admitted=int(admitted or 0), rate=float(rate or 0), carry=float(carry or 0), sold_out=sold_out == "1",
+        line=int(line), outstanding=int(outstanding), used=int(used or 0),
+    )  # fmt: skip
+
+
+async def next_in_line(redis: Redis, event_id: str, admitted: int, n: int) -> list[tuple[str, str]]:
+    """``(buyer, queue id)`` of the ``n`` places after the first ``admitted``."""
+    if n <= 0:
+        return []
+    buyers = [as_text(b) for b in await redis.zrange(streams.room_line(event_id), admitted, admitted + n - 1)]
+    ids = await redis.hmget(streams.room_ids(event_id), buyers) if buyers else []
+    return [(b, as_text(q) if q is not None else "") for b, q in zip(buyers, ids, strict=True)]
+
+
+async def admit(
+    redis: Redis,
+    event_id: str,
+    *,
+    expected: int,
+    on_sale_ms: int,
+    rate: float,
+    carry: float,
+    sold_out: bool,
+    permits: Sequence[tuple[str, str, int]],  # (buyer, permission, expires ms)
+) -> int:
+    """Admit ``permits``' buyers (the next in line) and publish the tick; the
+    new admitted count, or a negative refusal (see :data:`_ADMIT`)."""
+    keys = [
+        streams.room_line(event_id), streams.room_state(event_id), streams.room_permits(event_id),
+        streams.room_outstanding(event_id), streams.room_updates(event_id),
+    ]  # fmt: skip
+    body = orjson.dumps({b: [p, e] for b, p, e in permits}).decode()
+    args: list[str | int] = [
+        expected, on_sale_ms, f"{rate:.3f}", f"{carry:.4f}", int(sold_out), streams.ROOM_TTL_S,
+        streams.ROOM_UPDATES_MAXLEN, body, len(permits),
+        *(b for b, _, _ in permits), *(f"{p} {e}" for _, p, e in permits), *(e for _, _, e in permits),
+    ]  # fmt: skip
+    return int(await redis.eval(_ADMIT, len(keys), *keys, *args))
+
+
+async def hold_lock(redis: Redis, event_id: str, holder: str) -> bool:
+    """Take or renew the room's admitter lock; True while ``holder`` has it."""
+    got = await redis.eval(_LOCK, 1, streams.room_admitter(event_id), holder, streams.ROOM_ADMITTER_LOCK_MS)
+    return bool(got)
+
+
+async def claim(redis: Redis, event_id: str, buyer: str) -> bool:
+    """Take the buyer's unused permission for one order (True: this call has it)."""
+    return bool(await redis.zrem(streams.room_outstanding(event_id), buyer))
+
+
+async def give_back(redis: Redis, event_id: str, buyer: str, expires_ms: int) -> None:
+    """The order was not accepted: the permission may be used again until it expires."""
+    await redis.zadd(streams.room_outstanding(event_id), {buyer: expires_ms}, nx=True)
+
+
+async def used(redis: Redis, event_id: str) -> None:
+    """Count one permission used by an accepted order (the admission rate reads it)."""
+    await redis.incr(streams.room_used(event_id))
+
+
+async def report_capacity(redis: Redis, consumer: str, capacity: float, shed_per_s: float, now_ms: int) -> None:
+    """This api process's measured order rate and shedding, for the admitters."""
+    body = orjson.dumps({"capacity": round(capacity, 2), "shed_per_s": round(shed_per_s, 2), "at": now_ms})
+    await redis.hset(streams.API_CAPACITY, consumer, body)
+
+
+async def api_capacity(redis: Redis, now_ms: int, fresh_ms: int) -> tuple[float, float]:
+    """``(orders/s, shed/s)`` summed over the api processes that reported
+    within ``fresh_ms``; entries a minute old are deleted."""
+    raw = await redis.hgetall(streams.API_CAPACITY)
+    capacity = shed = 0.0
+    stale: list[str] = []
+    for consumer, value in raw.items():
+        try:
+            v = orjson.loads(value)
+            at, cap, sh = int(v["at"]), float(v["capacity"]), float(v["shed_per_s"])
+        except (ValueError, KeyError, TypeError):
+            stale.append(as_text(consumer))
+            continue
+        if now_ms - at <= fresh_ms:
+            capacity += cap
+            shed += sh
+        elif now_ms - at > 60_000:
+            stale.append(as_text(consumer))
+    if stale:
+        await redis.hdel(streams.API_CAPACITY, *stale)
+    return capacity, shed
+
+
+async def close_room(redis: Redis, event_id: str) -> None:
+    """Nothing left to admit: the admitters stop ticking it (a new join reopens it)."""
+    await redis.srem(streams.ROOMS, event_id)
+
+
+async def rooms(redis: Redis) -> list[str]:
+    return sorted(as_text(e) for e in await redis.smembers(streams.ROOMS))
