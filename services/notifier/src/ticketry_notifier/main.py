@@ -24,7 +24,7 @@ from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
-from ticketry_notifier import routes
+from ticketry_notifier import queue, routes
 from ticketry_notifier.config import NotifierSettings
 from ticketry_notifier.hub import Hub
 from ticketry_notifier.lookups import ProgressReads
@@ -96,6 +96,7 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
         hub = Hub(redis, max_sockets=settings.notifier_max_sockets, max_per_user=settings.notifier_max_sockets_per_user)
         reads = ProgressReads(redis, settings.notifier_handshake_batch)
         app.state.notifier = routes.Notifier(settings, hub, reads, verifier)
+        app.state.rooms = queue.Rooms(redis)  # waiting-room places' sockets (issue 20)
         stop = asyncio.Event()
         task = asyncio.create_task(hub.run(stop))
         freeze_startup_heap()
@@ -104,6 +105,7 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
         finally:
             stop.set()
             await asyncio.gather(task, return_exceptions=True)
+            await app.state.rooms.close()
             await reads.close()
             await redis.aclose()
             await mongo.close()
@@ -111,6 +113,7 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
     return Starlette(
         routes=[
             WebSocketRoute(PROGRESS_PATH, routes.progress),
+            WebSocketRoute("/v1/queue/{queue_id}/progress", queue.queue_progress),
             Route("/healthz", routes.healthz),
             Route("/readyz", routes.readyz),
             Route("/metrics", routes.metrics),

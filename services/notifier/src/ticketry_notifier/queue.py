@@ -1,0 +1,301 @@
+"""``/v1/queue/{queue_id}/progress`` (WebSocket): a waiting-room place's position.
+
+Sends ``{type: "queue.position", queue_id, position, eta_s, at}`` whenever the
+place's position changes, then ``{type: "queue.admitted", queue_id,
+permission, expires_at, at}`` (or ``{type: "queue.sold_out", …}`` when the
+event sold out first) and closes 1000. ``position`` is null for an early
+arrival until the draw is final (``on_sale_at``); ``at`` is the admission tick
+(Redis ms) that the message reflects.
+
+The api's admitter publishes one entry per tick on the room's update stream
+(``streams.room_updates``: the admitted count, the rate, the sold-out flag and
+the permissions it issued). Each notifier reads it once per room it has
+sockets for (:class:`RoomWatch`, XREAD without a group) and each socket works
+out its own position: ``rank - admitted + 1``, where its rank in the line is
+fixed once drawn (read once, for every socket of the room in one pipeline).
+Updates carry absolute values, so a missed entry costs nothing but a tick.
+A socket keeps only the newest message it has not sent yet: a slow client
+skips positions, never falls behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.websockets import WebSocket
+from ticketry import streams
+from ticketry.auth import AuthError
+from ticketry.db import as_text
+
+from ticketry_notifier import handshake
+from ticketry_notifier.handshake import Close
+from ticketry_notifier.session import SEND_ERRORS
+
+log = logging.getLogger(__name__)
+
+# Queue ids are made by the api (``new_id("qu")``); anything else is never looked up.
+_QUEUE_ID = re.compile(r"qu_[0-9a-f]{20}", re.ASCII)
+ADMITTED = Close(1000, "admitted", "admitted")
+SOLD_OUT = Close(1000, "sold out", "sold_out")
+
+
+@dataclass(frozen=True)
+class Update:
+    """One admission tick of a room (or the state read at a socket's start)."""
+
+    admitted: int
+    rate: float
+    at: int
+    sold_out: bool
+    drawn: bool
+    permits: dict[str, list[Any]]
+
+    @classmethod
+    def from_fields(cls, f: dict[bytes, bytes]) -> Update:
+        return cls(
+            admitted=int(f.get(b"admitted", b"0")), rate=float(f.get(b"rate", b"0")), at=int(f.get(b"at", b"0")),
+            sold_out=f.get(b"sold_out") == b"1", drawn=f.get(b"drawn") == b"1",
+            permits=orjson.loads(f.get(b"permits", b"{}")),
+        )  # fmt: skip
+
+
+def _text(msg: dict[str, Any]) -> str:
+    return orjson.dumps(msg).decode()
+
+
+class QueueSocket:
+    """One place's socket: its rank once drawn, the newest message to send."""
+
+    def __init__(self, ws: WebSocket, queue_id: str, event_id: str, buyer: str) -> None:
+        self.ws, self.queue_id, self.event_id, self.buyer = ws, queue_id, event_id, buyer
+        self.rank: int | None = None
+        self.position: int | None = -1  # last position sent (-1: none yet)
+        self.final: Close | None = None
+        self._latest: str | None = None
+        self._sender: asyncio.Task[None] | None = None
+        self.closed = asyncio.Event()
+
+    def apply(self, u: Update, permit: tuple[str, int] | None = None, until_on_sale_s: float = 0.0) -> None:
+        """The message ``u`` means for this place (if any), queued to send."""
+        if self.final is not None:
+            return
+        if u.drawn and self.rank is not None and self.rank < u.admitted:
+            if permit is None and (got := u.permits.get(self.buyer)) is not None:
+                permit = (str(got[0]), int(got[1]))
+            if permit is not None:
+                expires = datetime.fromtimestamp(permit[1] / 1000, UTC).isoformat()
+                self._offer(
+                    {"type": "queue.admitted", "queue_id": self.queue_id, "permission": permit[0],
+                     "expires_at": expires, "at": u.at},
+                    ADMITTED,
+                )  # fmt: skip
+            return  # admitted: the permission is on its way (read by the watch)
+        if u.sold_out:
+            self._offer({"type": "queue.sold_out", "queue_id": self.queue_id, "at": u.at}, SOLD_OUT)
+            return
+        pos = self.rank - u.admitted + 1 if u.drawn and self.rank is not None else None
+        if pos == self.position:
+            return
+        self.position = pos
+        if pos is None:
+            eta = round(until_on_sale_s, 1) if until_on_sale_s > 0 else None
+        else:
+            eta = round(pos / max(u.rate, 1e-6), 1) if u.rate > 0 else None
+        self._offer({"type": "queue.position", "queue_id": self.queue_id, "position": pos, "eta_s": eta, "at": u.at})
+
+    def needs_permit(self, u: Update) -> bool:
+        return (
+            self.final is None and u.drawn and self.rank is not None and self.rank < u.admitted
+            and self.buyer not in u.permits
+        )  # fmt: skip
+
+    def _offer(self, msg: dict[str, Any], final: Close | None = None) -> None:
+        self._latest = _text(msg)
+        self.final = final
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send())
+
+    async def _send(self) -> None:
+        try:
+            while self._latest is not None:
+                text, self._latest = self._latest, None
+                await self.ws.send_text(text)
+            if self.final is not None:
+                await self.ws.close(self.final.code, self.final.reason)
+        except (*SEND_ERRORS, RuntimeError):
+            pass  # the client went
+        finally:
+            self._sender = None
+            if self.final is not None:
+                self.closed.set()
+
+    def stop(self) -> None:
+        if self._sender is not None and self._sender is not asyncio.current_task():
+            self._sender.cancel()
+
+
+class RoomWatch:
+    """One room's update stream, read while this notifier has sockets for it."""
+
+    def __init__(self, redis: Redis, event_id: str) -> None:
+        self.redis, self.event_id = redis, event_id
+        self.sockets: set[QueueSocket] = set()
+        self.task: asyncio.Task[None] | None = None
+        self.last_id = "$"
+
+    async def run(self) -> None:
+        key = streams.room_updates(self.event_id)
+        while self.sockets:
+            try:
+                resp: Any = await self.redis.xread({key: self.last_id}, count=100, block=1000)
+            except RedisError as exc:
+                log.warning("queue watch: redis unavailable", extra={"error": str(exc)[:200]})
+                await asyncio.sleep(0.5)
+                continue
+            for _, entries in resp or []:
+                if entries:
+                    self.last_id = as_text(entries[-1][0])
+                    await self.dispatch(Update.from_fields(entries[-1][1]), entries)
+
+    async def dispatch(self, newest: Update, entries: list[Any]) -> None:
+        """Apply the newest tick to every socket (the values are absolute; the
+        permissions of every entry in the read count)."""
+        permits: dict[str, list[Any]] = {}
+        for _, fields in entries:
+            permits.update(orjson.loads(fields.get(b"permits", b"{}")))
+        u = Update(newest.admitted, newest.rate, newest.at, newest.sold_out, newest.drawn, permits)
+        if u.drawn:
+            await self.read_ranks([s for s in self.sockets if s.rank is None])
+        lacking = [s for s in self.sockets if s.needs_permit(u)]
+        found: dict[QueueSocket, tuple[str, int] | None] = {}
+        if lacking:
+            got = await self.redis.hmget(streams.room_permits(self.event_id), [s.buyer for s in lacking])
+            found = {s: _permit(v) for s, v in zip(lacking, got, strict=True)}
+        for s in list(self.sockets):
+            s.apply(u, found.get(s))
+
+    async def read_ranks(self, sockets: list[QueueSocket]) -> None:
+        """Each socket's rank in the line (fixed once drawn), in one pipeline."""
+        if not sockets:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for s in sockets:
+                pipe.zrank(streams.room_line(self.event_id), s.buyer)
+            ranks = await pipe.execute()
+        for s, r in zip(sockets, ranks, strict=True):
+            s.rank = None if r is None else int(r)
+
+
+def _permit(raw: Any) -> tuple[str, int] | None:
+    if not raw:
+        return None
+    token, _, expires = as_text(raw).partition(" ")
+    return token, int(expires)
+
+
+class Rooms:
+    """The room watches of this notifier."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self.watches: dict[str, RoomWatch] = {}
+
+    def subscribe(self, s: QueueSocket) -> RoomWatch:
+        watch = self.watches.get(s.event_id)
+        if watch is None:
+            watch = self.watches[s.event_id] = RoomWatch(self.redis, s.event_id)
+        watch.sockets.add(s)
+        if watch.task is None or watch.task.done():
+            watch.task = asyncio.create_task(watch.run())
+        return watch
+
+    def unsubscribe(self, s: QueueSocket) -> None:
+        watch = self.watches.get(s.event_id)
+        if watch is None:
+            return
+        watch.sockets.discard(s)
+        if not watch.sockets:
+            del self.watches[s.event_id]  # its task ends after its current read
+
+    async def close(self) -> None:
+        for watch in list(self.watches.values()):
+            watch.sockets.clear()
+            if watch.task is not None:
+                watch.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await watch.task
+
+
+async def queue_progress(ws: WebSocket) -> None:
+    """The socket of a place in line (its buyer only)."""
+    app = ws.app.state.notifier
+    rooms: Rooms = ws.app.state.rooms
+    creds = handshake.credentials(ws.scope.get("subprotocols", []), ws.query_params.get("token"))
+    await ws.accept(subprotocol=creds.subprotocol)
+    try:
+        who = app.verifier.verify(creds.token)
+    except AuthError:
+        await _close(ws, handshake.UNAUTHORIZED)
+        return
+    queue_id = ws.path_params["queue_id"]
+    place = await rooms.redis.hgetall(streams.queue_place(queue_id)) if _QUEUE_ID.fullmatch(queue_id) else {}
+    event_id, buyer = as_text(place.get(b"event", b"")), as_text(place.get(b"buyer", b""))
+    if not event_id or buyer != who.sub:
+        await _close(ws, Close(4404, "queue place not found", "not_found"))
+        return
+    refused = app.hub.admit(who.sub)
+    if refused is not None:
+        await _close(ws, refused)
+        return
+    sock = QueueSocket(ws, queue_id, event_id, buyer)
+    watch = rooms.subscribe(sock)
+    try:
+        async with rooms.redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(streams.room_state(event_id), ["admitted", "rate", "at", "sold_out", "drawn", "on_sale_ms"])
+            pipe.zrank(streams.room_line(event_id), buyer)
+            pipe.hget(streams.room_permits(event_id), buyer)
+            pipe.time()
+            st, rank, permit, now = await pipe.execute()
+        admitted, rate, at, sold_out, drawn, on_sale_ms = (as_text(v) if v is not None else "" for v in st)
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        u = Update(
+            admitted=int(admitted or 0), rate=float(rate or 0), at=int(at or now_ms), sold_out=sold_out == "1",
+            drawn=drawn == "1", permits={},
+        )  # fmt: skip
+        if u.drawn:
+            sock.rank = None if rank is None else int(rank)
+        sock.apply(u, _permit(permit), until_on_sale_s=(int(on_sale_ms or 0) - now_ms) / 1000)
+        while True:
+            receive = asyncio.ensure_future(ws.receive())
+            closed = asyncio.ensure_future(sock.closed.wait())
+            done, _ = await asyncio.wait({receive, closed}, return_when=asyncio.FIRST_COMPLETED)
+            if closed in done:
+                receive.cancel()
+                return
+            closed.cancel()
+            if receive.result()["type"] == "websocket.disconnect":
+                return
+    except RedisError as exc:
+        log.warning("queue socket: redis unavailable", extra={"error": str(exc)[:200]})
+        await _close(ws, handshake.UNAVAILABLE)
+    except SEND_ERRORS:
+        pass
+    finally:
+        sock.stop()
+        rooms.unsubscribe(sock)
+        app.hub.release(who.sub)
+        del watch
+
+
+async def _close(ws: WebSocket, close: Close) -> None:
+    with contextlib.suppress(*SEND_ERRORS, RuntimeError):
+        await ws.close(close.code, close.reason)
