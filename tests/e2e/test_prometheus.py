@@ -38,6 +38,11 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "infra" / "grafana" / "ticketry-dashboard.json"
 RULES = sorted((ROOT / "infra" / "prometheus").glob("*.rules.yml"))
 TICKETS = 30  # more than a small order: the standard lane
+CONTRACT = {
+    "ticketry_orders_total", "ticketry_order_seconds", "ticketry_checkins_total", "ticketry_tickets_rendered_total",
+    "ticketry_tickets_failed_total", "ticketry_render_seconds", "ticketry_stream_lag", "ticketry_stream_pending",
+    "ticketry_dead_letters", "ticketry_renderers", "ticketry_websocket_connections",
+}  # fmt: skip
 CLUSTER_GAUGES = ("ticketry_stream_lag", "ticketry_stream_pending", "ticketry_dead_letters", "ticketry_renderers")
 
 
@@ -94,10 +99,26 @@ def panel_queries() -> list[tuple[str, str]]:
     return [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
 
 
-async def metric_names(port: int) -> set[str]:
+async def exposition(port: int) -> str:
     async with httpx.AsyncClient(timeout=30) as client:
-        text = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
-    return {m.group(1) for m in re.finditer(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M)}
+        r = await client.get(f"http://127.0.0.1:{port}/metrics")
+    assert r.status_code == 200
+    return r.text
+
+
+async def metric_names(port: int) -> set[str]:
+    return {m.group(1) for m in re.finditer(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", await exposition(port), re.M)}
+
+
+def promtool_lint(text: str) -> str:
+    """``promtool check metrics``: the text parses (each family once) and follows
+    Prometheus' naming conventions (units, ``_total``); its complaints, if any."""
+    binary = shutil.which("promtool")
+    assert binary, "promtool missing: run infra/bootstrap.sh (Debian package prometheus)"
+    done = subprocess.run(
+        [binary, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60, check=False
+    )
+    return "" if done.returncode == 0 else done.stdout + done.stderr
 
 
 @pytest.mark.timeout(300)
@@ -193,6 +214,13 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
             ("ticketry:render:std", "renderers"): "1",
             ("ticketry:ticket-events", "projector"): "1",
         }
+
+        # And every target's text parses (each family once), and the contract's names
+        # follow Prometheus' conventions (units, _total)
+        for port in (stack.api_port, stack.notifier_port, leader_port, standby_port):
+            complaints = promtool_lint(await exposition(port))
+            assert "error while linting" not in complaints, (port, complaints)
+            assert not [c for c in complaints.splitlines() if c.split(" ", 1)[0] in CONTRACT], (port, complaints)
 
         # And every dashboard panel and every alert rule has data or evaluates cleanly
         for title, expr in panel_queries():

@@ -51,10 +51,9 @@ DESIRED = Gauge("ticketry_scaler_replicas_desired", "Renderer replicas the scale
 TARGET = Gauge("ticketry_scaler_replicas_target", "Renderer replicas the backend is set to")
 RUNNING = Gauge("ticketry_scaler_replicas_running", "Renderer replicas the backend reports up")
 LIVE = Gauge("ticketry_scaler_renderers_live", "Renderers with a live heartbeat (every host, any owner)")
+# This instance's view of the render lanes; the cluster-wide, leader-only gauges are ticketry_stream_*.
 LAG = Gauge("ticketry_scaler_lag_entries", "Undelivered render requests (this view)", ["stream"])
-PENDING = Gauge(
-    "ticketry_scaler_pending_entries", "Delivered, unacked render requests (this instance's view)", ["stream"]
-)
+PENDING = Gauge("ticketry_scaler_pending_entries", "Delivered, unacked render requests (this view)", ["stream"])
 RATE = Gauge("ticketry_scaler_rate_per_renderer", "Tickets/s per renderer the policy used")
 DRAIN = Gauge("ticketry_scaler_drain_estimate_seconds", "Backlog ÷ (running × rate): time to drain as is")
 LEADER = Gauge("ticketry_scaler_leader", "1 while this instance holds the scaler lock")
@@ -190,8 +189,13 @@ class RenderersCollector:
 
     def compact(self) -> int:
         """Fold the counter and histogram files of exited processes into
-        ``<type>_archive.db``; returns how many files went."""
+        ``<type>_archive.db`` and drop their gauge files (a gauge of a process
+        that is gone says nothing); returns how many files went."""
         folded = 0
+        for f in glob.glob(os.path.join(self._path, "gauge_*.db")):
+            if _exited(f):
+                os.remove(f)
+                folded += 1
         for typ in ("counter", "histogram"):
             dead = [f for f in glob.glob(os.path.join(self._path, f"{typ}_*.db")) if _exited(f)]
             if not dead:
@@ -228,12 +232,21 @@ def _exited(path: str) -> bool:
 
 
 class _Union:
+    """Every family of the first source, then the families of the next ones
+    that no earlier source had. The renderers' directory also holds zero-valued
+    files of the scaler's own metrics: the fork server imports the scaler's
+    main module (``multiprocessing`` does) with the directory already set."""
+
     def __init__(self, *sources: CollectorRegistry | RenderersCollector) -> None:
         self._sources = sources
 
     def collect(self) -> Iterator[Metric]:
+        seen: set[str] = set()
         for source in self._sources:
-            yield from source.collect()
+            for metric in source.collect():
+                if metric.name not in seen:
+                    seen.add(metric.name)
+                    yield metric
 
 
 def renderers_dir() -> Path:
