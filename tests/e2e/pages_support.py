@@ -20,7 +20,7 @@ from pathlib import Path
 import pypdfium2
 import zxingcpp
 from PIL import Image
-from playwright.async_api import BrowserContext, async_playwright
+from playwright.async_api import BrowserContext, async_playwright, expect
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -35,6 +35,8 @@ CHROMIUM_ARGS = [
 PHONE = {"width": 360, "height": 780}
 # A bound on a hang, never a timing claim: every wait is for an event.
 WAIT_MS = 120_000
+# ``expect(...)`` waits 5 s by default, which a loaded 2-core machine can miss.
+expect.set_options(timeout=WAIT_MS)
 
 
 def chromium_path() -> str:

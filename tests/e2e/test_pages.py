@@ -116,6 +116,11 @@ class Sockets:
         self.messages.append(got)
         ws.on("framereceived", lambda payload: got.append(orjson.loads(payload)))
 
+    def summary(self) -> list[tuple[str, list[str]]]:
+        """Each socket's query and the types it received (for a failure's message)."""
+        pairs = zip(self.urls, self.messages, strict=True)
+        return [(url.partition("?")[2], [m["type"] for m in msgs]) for url, msgs in pairs]
+
     async def wait_for(self, kind: str) -> None:
         deadline = time.monotonic() + WAIT_MS / 1000
         while not any(m["type"] == kind for msgs in self.messages for m in msgs):
@@ -182,7 +187,7 @@ async def test_buyers_page_follows_50_tickets_through_a_notifier_restart(
             resumed = [n for n, u in enumerate(sockets.urls) if "after=" in u]
             assert resumed, sockets.urls
             delivered = {m["ticket_id"] for n in resumed for m in sockets.messages[n] if m["type"] == "ticket.rendered"}
-            assert delivered == set(order["tickets"])
+            assert delivered == set(order["tickets"]), sockets.summary()
             # ...and the link was never in a URL (the socket took it as a subprotocol)
             assert not [u for u in requested + sockets.urls if link in u]
 

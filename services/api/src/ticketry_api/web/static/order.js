@@ -25,6 +25,9 @@
   let refreshTimer = null;
   let refreshes = 0;
   let stopped = false;
+  let resuming = false; // this socket replays what came after lastId (after its snapshot)
+  let lingerTimer = null;
+  let replaying = false; // a finished order's replay is still coming in
   const counters = { total: 0, rendered: 0, failed: 0 };
   let status = "processing";
   const rows = new Map(); // ticket id -> {li, state}
@@ -256,6 +259,7 @@
     clearTimeout(retryTimer);
     const url = new URL(progressUrl);
     if (lastId) url.searchParams.set("after", lastId);
+    resuming = Boolean(lastId);
     let ws;
     try {
       // The link goes as a subprotocol: never in a URL, so never in a log.
@@ -330,12 +334,28 @@
         break;
     }
     showProgress();
-    if (FINAL.has(status) && socket) {
-      const ws = socket;
-      socket = null;
-      ws.close(1000);
-      if (status !== "cancelled") notice("");
+    if (!FINAL.has(status) || !socket) return;
+    // A resumed socket's snapshot of a finished order comes before the replay of
+    // what this page missed: keep reading until the replay's final message.
+    if (msg.type === "snapshot" && resuming && status !== "cancelled") {
+      replaying = true;
+      clearTimeout(lingerTimer);
+      lingerTimer = setTimeout(closeSocket, 15000);
+      return;
     }
+    if (replaying && msg.type !== "order.completed" && msg.type !== "order.cancelled") return;
+    closeSocket();
+  }
+
+  function closeSocket() {
+    clearTimeout(lingerTimer);
+    replaying = false;
+    if (!socket) return;
+    const ws = socket;
+    socket = null;
+    ws.close(1000);
+    if (status !== "cancelled") notice("");
+    scheduleRefresh(0);
   }
 
   // Without a link in this tab (the page was opened again without it), the
