@@ -1,0 +1,115 @@
+"""``just up`` (``python -m ticketry_devstack up``) says it is up only once a
+renderer is live, so the first order never waits for one to start; and it says
+why it is not up when the scaler cannot start one. Each run has its own data
+directory and ports. How soon the demo's first ticket comes after "up" is a
+timing figure: ``bench/burst.py`` measures it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from ticketry import streams
+from ticketry_devstack.procs import REPO, free_port
+
+pytestmark = [pytest.mark.e2e]
+
+
+def _up(data: Path, *args: str, **env: str) -> subprocess.Popen[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TICKETRY_")}
+    base.update(
+        TICKETRY_API_PORT=str(free_port()), TICKETRY_NOTIFIER_PORT=str(free_port()),
+        TICKETRY_DEV_REDIS_PORT=str(free_port()), TICKETRY_DEV_MONGO_PORT=str(free_port()),
+        TICKETRY_SCALER_METRICS_PORT="0", TICKETRY_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1", **env,
+    )  # fmt: skip
+    argv = [sys.executable, "-m", "ticketry_devstack", "up", "--data-dir", str(data), *args]
+    return subprocess.Popen(argv, env=base, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _lines(proc: subprocess.Popen[str]) -> Iterator[str]:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        yield line.rstrip("\n")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _stop(proc: subprocess.Popen[str]) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.mark.timeout(900)
+def test_up_only_with_a_live_renderer_then_the_demo_renders(tmp_path: Path) -> None:
+    proc = _up(tmp_path / "data", "--demo", "5")
+    seen: list[str] = []
+    try:
+        lines = _lines(proc)
+        # Given `up` starting the stack, when it prints that it is up …
+        for line in lines:
+            seen.append(line)
+            if "Ticketry is up" in line:
+                up_at = time.time()
+                break
+        else:
+            pytest.fail(f"never up: {seen[-20:]}")
+        redis_url = next(m.group(1) for line in lines if (m := re.search(r"Redis\s+(redis://\S+)", line)))
+        # … then a renderer was live already: its heartbeat is there, started before the line
+        client = redis.Redis.from_url(redis_url)
+        try:
+            beats = [client.hgetall(k) for k in client.scan_iter(match=streams.renderer_heartbeat("*"))]
+        finally:
+            client.close()
+        assert beats, "up, but no renderer live"
+        assert min(float(b[b"started"]) for b in beats) <= up_at + 1  # "started" is whole seconds
+        assert any("waiting for the first renderer" in line for line in seen)
+        pids = [int(b[b"pid"]) for b in beats]
+
+        # And the demo order placed after it renders completely
+        for line in lines:
+            seen.append(line)
+            if line.startswith("PDFs:"):
+                break
+        assert any("order.completed  5/5 rendered, 0 failed" in line for line in seen), seen[-20:]
+    finally:
+        code = _stop(proc)
+    # When stopped (Ctrl-C), it exits cleanly and its renderer with it
+    assert code == 0, seen[-20:]
+    assert not any(_alive(p) for p in pids)
+
+
+@pytest.mark.timeout(900)
+def test_not_up_when_the_scaler_cannot_start_a_renderer(tmp_path: Path) -> None:
+    # Given bounds the scaler refuses (min above max), it exits before any renderer
+    proc = _up(tmp_path / "data", TICKETRY_RENDERERS_MIN="3", TICKETRY_RENDERERS_MAX="2")
+    try:
+        out = list(_lines(proc))
+    finally:
+        code = _stop(proc)
+    # Then `up` never says it is up, says why, and fails
+    assert code == 1, out[-20:]
+    assert not any("Ticketry is up" in line for line in out)
+    assert any(line.startswith("not up: scaler exited") for line in out), out[-20:]
