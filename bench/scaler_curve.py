@@ -279,7 +279,7 @@ def run(opts: Options | None = None) -> dict[str, Any]:
     opts = opts or Options()
     if opts.api:
         settings = CommonSettings()
-        metrics = opts.metrics_url or "http://127.0.0.1:9102/metrics"
+        metrics = opts.metrics_url or "http://127.0.0.1:8002/metrics"
         result = asyncio.run(measure(opts, opts.api, settings.redis_url, metrics, settings.jwt_key))
     else:
         root = Path(tempfile.mkdtemp(prefix="ticketry-scaler-curve-"))

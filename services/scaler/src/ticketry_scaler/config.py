@@ -63,7 +63,7 @@ class ScalerSettings(CommonSettings):
     scaler_instance: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
     # Metrics: 0 turns the /metrics server off. Bind loopback unless told otherwise.
-    scaler_metrics_port: int = Field(default=9102, ge=0, le=65535)
+    scaler_metrics_port: int = Field(default=8002, ge=0, le=65535)
     scaler_metrics_host: str = "127.0.0.1"
 
     # Local backend.
