@@ -187,7 +187,7 @@
     } catch (e) {
       genuine = false;
     }
-    if (!genuine) return { outcome: "unknown" };
+    if (!genuine) return { outcome: "unknown", detail: "Not a genuine ticket code." };
     if ((cache.revoked || []).includes("or_" + ticket.slice(3, 23))) return { outcome: "unknown", detail: "Cancelled." };
     const list = cache.list;
     if (event !== list.event_id || (list.tiers.length && !list.tiers.includes(tier))) {
@@ -268,8 +268,8 @@
       show("unknown", "", r.status === 401 ? "This device's token is no longer valid: sign in again." : "This token may not scan on this list.");
       if (r.status === 401) setup("The staff token is invalid or expired.");
     } else {
-      const judged = await judge(code);
-      show("unknown", "", judged.detail || "");
+      // 404: forged, unknown or cancelled; the server says no more, on purpose.
+      show("unknown", "", "Not a valid ticket for this event (forged, unknown or cancelled).");
     }
   }
 
