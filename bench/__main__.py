@@ -6,7 +6,8 @@ Starts its own stack (Redis, FerretDB, api, notifier, one renderer per core)
 under a temporary directory, prints ``figure | value | target/baseline | ratio``
 and writes ``bench/results/bench-<time>.json``. Medians over ``--runs`` (3;
 ``--quick`` = 1 run and smaller baseline samples, no scaler curve). Last, the
-scaler curve of issue 4 (``bench/scaler_curve.py``, its own stack, ~3.5 min).
+scaler curve of issue 4 (``bench/scaler_curve.py``, its own stack, ~3.5 min),
+then the bursts of issue 16 (``bench/burst.py``, its own stack, ~15 min).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from ticketry_devstack.procs import start_stack
 
-from bench import baselines, scaler_curve, scenarios
+from bench import baselines, burst, scaler_curve, scenarios
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -48,6 +49,7 @@ def main() -> int:
     ap.add_argument("--probes", type=int, default=5, help="VIP / small orders per big order")
     ap.add_argument("--post-rates", default="100,200", help="open-loop POST /v1/orders rates, per second")
     ap.add_argument("--no-scaler-curve", action="store_true")
+    ap.add_argument("--no-burst", action="store_true", help="skip bench/burst.py (issue 16, ~15 min)")
     ap.add_argument("--post-seconds", type=float, default=10.0)
     args = ap.parse_args()
     runs = 1 if args.quick else args.runs
@@ -114,6 +116,14 @@ def main() -> int:
             curve = out["scaler_curve"] = scaler_curve.run()["summary"]
         except Exception as exc:
             out.setdefault("errors", []).append(f"scaler curve: {type(exc).__name__}: {exc}"[:300])
+    burst_rows: list[tuple[str, str, str, str]] = []
+    if not (args.quick or args.no_burst):
+        print("bursts: default scaler vs fixed renderers, old vs new policy, first tickets (bench/burst.py) …")
+        try:
+            b = burst.run()
+            out["burst"], burst_rows = b["summary"], b["table"]
+        except Exception as exc:
+            out.setdefault("errors", []).append(f"burst: {type(exc).__name__}: {exc}"[:300])
     for err in out.get("errors", []):
         print("scenario failed:", err)
 
@@ -161,6 +171,7 @@ def main() -> int:
             ("scaler: order completed / back at min (s)",
              f"{fmt(curve.get('completed_s'))} / {fmt(curve.get('back_to_min_live_s'))}", "", ""),
         ]),
+        *burst_rows,
     ]  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     head = ("figure", "value", "target / baseline", "ratio")
