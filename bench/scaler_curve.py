@@ -28,6 +28,11 @@ within the product's default target (20 s) — and the scaler rightly keeps one.
 1 s target asks for the 3,000 tickets in 1 s, which needs more than one renderer
 at the measured rate: the same decision the default makes for a backlog 20x larger.
 
+Since issue 16 the local backend runs at most as many *busy* renderers as this
+host has cores (``TICKETRY_SCALER_CPU_CAP``), so on a 2-core machine the curve
+tops out at 2 live renderers whatever the max; ``--cpu-cap 0`` shows it uncapped.
+``bench/burst.py`` compares the default against fixed fleets.
+
 ``--api URL`` measures a stack that is already running instead (``just up`` with
 the bounds above); then ``TICKETRY_REDIS_URL`` and ``--metrics-url`` say where.
 """
@@ -74,6 +79,7 @@ class Options:
     timeout_s: float = 300.0
     api: str | None = None  # a running stack instead of our own
     metrics_url: str | None = None
+    cpu_cap: int | None = None  # None: the scaler's default (this host's cores)
 
 
 class Api:
@@ -271,6 +277,8 @@ def scaler_env(opts: Options, metrics_port: int) -> dict[str, str]:
         env["TICKETRY_SCALER_DOWN_WINDOW_S"] = f"{opts.down_window_s:g}"
     if opts.cooldown_s is not None:
         env["TICKETRY_SCALER_COOLDOWN_S"] = f"{opts.cooldown_s:g}"
+    if opts.cpu_cap is not None:
+        env["TICKETRY_SCALER_CPU_CAP"] = str(opts.cpu_cap)
     return env
 
 
@@ -327,6 +335,7 @@ def main() -> int:
     ap.add_argument("--timeout-s", type=float, default=d.timeout_s)
     ap.add_argument("--api", default=None, help="measure a running stack at this URL instead")
     ap.add_argument("--metrics-url", default=None, help="with --api: the scaler's /metrics")
+    ap.add_argument("--cpu-cap", type=int, default=None, help="TICKETRY_SCALER_CPU_CAP (0: none)")
     opts = Options(**vars(ap.parse_args()))
     s = run(opts)["summary"]
     return 0 if s["completed_s"] is not None and s["back_to_min_live_s"] is not None else 1
