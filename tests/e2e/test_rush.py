@@ -1,0 +1,310 @@
+"""The on-sale rush (issue 20) over the real stack: backpressure on
+POST /v1/orders, and the waiting room (places, fairness, permissions, live
+positions, a small rush that sells out exactly)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import websockets
+from ticketry_devstack.procs import Stack
+
+from tests.conftest import TokenFactory, make_stack
+from tests.helpers import bearer, create_event, place_order
+
+pytestmark = pytest.mark.e2e
+
+BOUND = 2  # orders in flight in the burst stack (and no queue)
+
+
+@pytest.fixture(scope="module")
+def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root: Path = tmp_path_factory.mktemp("bounded")
+    s = make_stack(
+        root, renderers=1, extra_env={"TICKETRY_MAX_INFLIGHT_ORDERS": str(BOUND), "TICKETRY_MAX_QUEUED_ORDERS": "0"}
+    )
+    yield s
+    s.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+async def bapi(bounded: Stack) -> AsyncIterator[httpx.AsyncClient]:
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    async with httpx.AsyncClient(base_url=bounded.api_url, timeout=60, limits=limits) as client:
+        yield client
+
+
+async def shed_total(api: httpx.AsyncClient) -> float:
+    text = (await api.get("/metrics")).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("ticketry_orders_shed_total"))
+
+
+async def sold(api: httpx.AsyncClient, event_id: str, tok: str) -> int:
+    return int((await api.get(f"/v1/events/{event_id}", headers=bearer(tok))).json()["sold"])
+
+
+async def test_a_burst_over_the_bound_is_shed_at_once_and_nothing_accepted_is_lost(
+    bapi: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    # Given an api that runs 2 orders at once and queues none, and an event of 40
+    org = token("rush-org-1", "organizer")
+    event = await create_event(bapi, org, capacity=40)
+    before = await shed_total(bapi)
+    buyers = [token(f"rush-burst-{i}", "buyer") for i in range(60)]
+
+    # When 60 buyers order one ticket each at once
+    async def one(tok: str) -> tuple[httpx.Response, float]:
+        r = await place_order(bapi, tok, event["id"], 1)
+        return r, time.monotonic()
+
+    answers = await asyncio.gather(*(one(t) for t in buyers))
+
+    # Then each gets 202, or 503 problem+json with Retry-After, shed before the work in flight ended
+    statuses = [r.status_code for r, _ in answers]
+    assert set(statuses) <= {202, 409, 503}, statuses
+    shed = [(r, at) for r, at in answers if r.status_code == 503]
+    assert shed, "60 orders at once over a bound of 2 shed none"
+    for r, _ in shed:
+        assert r.headers["content-type"] == "application/problem+json"
+        assert int(r.headers["retry-after"]) >= 1
+        assert r.json()["status"] == 503 and r.json()["title"] == "busy"
+    assert min(at for _, at in shed) < max(at for r, at in answers if r.status_code == 202)
+    assert await shed_total(bapi) - before >= len(shed)  # refused by the bound, not by the order code
+
+    # And when the shed buyers retry (as Retry-After says) until they have an answer
+    accepted = {buyers[i]: r.json()["id"] for i, (r, _) in enumerate(answers) if r.status_code == 202}
+    refused = statuses.count(409)
+    deadline = time.monotonic() + 120
+    pending = [buyers[i] for i, (r, _) in enumerate(answers) if r.status_code == 503]
+    while pending:
+        assert time.monotonic() < deadline, f"{len(pending)} buyers still shed"
+        again = await asyncio.gather(*(place_order(bapi, t, event["id"], 1) for t in pending))
+        nxt = []
+        for tok, r in zip(pending, again, strict=True):
+            if r.status_code == 202:
+                accepted[tok] = r.json()["id"]
+            elif r.status_code == 409:
+                refused += 1
+            else:
+                assert r.status_code == 503 and "retry-after" in r.headers, r.text
+                nxt.append(tok)
+        pending = nxt
+        if pending:  # as a client does: wait what Retry-After says
+            await asyncio.sleep(max(int(r.headers.get("retry-after", "1")) for r in again))
+
+    # Then exactly the 40 tickets were sold, each to an order that exists, and the rest were told sold out
+    assert len(accepted) == 40 and refused == 20
+    assert await sold(bapi, event["id"], org) == 40
+    for tok, order_id in accepted.items():
+        got = await bapi.get(f"/v1/orders/{order_id}", headers=bearer(tok))
+        assert got.status_code == 200, got.text
+
+
+# -- the waiting room (on the shared stack) ---------------------------------------------
+
+
+def on_sale_in(seconds: float) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
+
+
+async def join(api: httpx.AsyncClient, tok: str, event_id: str) -> dict[str, Any]:
+    r = await api.post(f"/v1/events/{event_id}/queue", headers=bearer(tok))
+    assert r.status_code == 201, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+async def until(check: Any, what: str, timeout_s: float = 120) -> Any:
+    """Poll ``check()`` until it returns something truthy (a bound on a hang, not a timing claim)."""
+    deadline = time.monotonic() + timeout_s
+    while not (got := await check()):
+        assert time.monotonic() < deadline, f"never: {what}"
+        await asyncio.sleep(0.2)
+    return got
+
+
+def rank_correlation(xs: list[int], ys: list[int]) -> float:
+    """Spearman's rho of two lists of distinct values."""
+    n = len(xs)
+    rx = {v: i for i, v in enumerate(sorted(xs))}
+    ry = {v: i for i, v in enumerate(sorted(ys))}
+    d2 = sum((rx[x] - ry[y]) ** 2 for x, y in zip(xs, ys, strict=True))
+    return 1 - 6 * d2 / (n * (n * n - 1))
+
+
+async def test_places_unique_random_among_early_arrivals_in_order_after(
+    api: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    # Given a room with one ticket, selling in 15 s (one permission out: then nobody moves)
+    org = token("room-org-1", "organizer")
+    event = await create_event(api, org, capacity=1, on_sale_at=on_sale_in(15), waiting_room=True)
+    assert event["waiting_room"] is True and event["on_sale_at"]
+    early = [token(f"room-early-{i}", "buyer") for i in range(100)]
+    late = [token(f"room-late-{i}", "buyer") for i in range(40)]
+
+    # When 100 buyers queue before the sale (in this order), and each asks again
+    first = [await join(api, t, event["id"]) for t in early]
+    again = await asyncio.gather(*(join(api, t, event["id"]) for t in early))
+    # Then each holds one place: the same again, no two alike; no position before the draw
+    assert [p["queue_id"] for p in first] == [p["queue_id"] for p in again]
+    assert len({p["queue_id"] for p in first}) == 100
+    assert all(p["position"] is None and p["eta_s"] > 0 for p in first if p["early"])
+    was_early = [p["early"] for p in first]
+    assert sum(was_early) >= 50, "the early buyers came after the sale started"
+
+    # When the sale has started and its one ticket's permission is out
+    async def drawn() -> list[dict[str, Any]] | None:
+        places = await asyncio.gather(*(join(api, t, event["id"]) for t in early))
+        ready = all(p["position"] is not None for p in places) and sum(p["admitted"] for p in places) == 1
+        return places if ready else None
+
+    await until(drawn, "the draw and the first admission")
+    # (from here nothing moves: the one permission stays out for minutes)
+    places = await asyncio.gather(*(join(api, t, event["id"]) for t in early))
+    # And 40 more buyers queue, one after the other
+    later = [await join(api, t, event["id"]) for t in late]
+    assert not any(p["early"] for p in later)
+
+    # Then every early place is before every later one, the later ones in arrival order,
+    # and the early ones in an order that has nothing to do with when they came
+    positions = [p["position"] for p in places]
+    early_pos = [pos for pos, e in zip(positions, was_early, strict=True) if e]
+    late_pos = [pos for pos, e in zip(positions, was_early, strict=True) if not e] + [p["position"] for p in later]
+    assert sorted(early_pos) == list(range(len(early_pos)))  # 0: the one admitted
+    assert late_pos == sorted(late_pos) and len(set(late_pos)) == len(late_pos)
+    assert max(early_pos) < min(late_pos)
+    rho = rank_correlation(list(range(len(early_pos))), early_pos)
+    assert abs(rho) < 0.5, f"early places follow arrival order (rho {rho:.2f})"
+
+
+async def test_orders_of_a_room_need_the_buyers_own_permission(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    # Given a room selling now, and two buyers in line (one ticket: only the first is admitted)
+    org = token("room-org-2", "organizer")
+    event = await create_event(api, org, capacity=1, waiting_room=True)
+    alice, bob = token("room-alice", "buyer"), token("room-bob", "buyer")
+    await join(api, alice, event["id"])
+    await join(api, bob, event["id"])
+
+    # When alice is admitted
+    async def admitted() -> dict[str, Any] | None:
+        place = await join(api, alice, event["id"])
+        return place if place["admitted"] else None
+
+    place = await until(admitted, "alice is admitted")
+    permission = place["permission"]
+    assert permission and place["position"] == 0 and place["expires_at"]
+
+    # Then an order without a permission, or with another buyer's, is refused 403
+    r = await place_order(api, alice, event["id"], 1)
+    assert r.status_code == 403 and r.headers["content-type"] == "application/problem+json", r.text
+    r = await api.post(
+        "/v1/orders",
+        json={"event_id": event["id"], "quantity": 1, "holder_name": "Bob", "tier": "standard"},
+        headers={**bearer(bob), "Queue-Permission": permission},
+    )
+    assert r.status_code == 403, r.text
+    r = await api.post(
+        "/v1/orders",
+        json={"event_id": event["id"], "quantity": 1, "holder_name": "Alice", "tier": "standard"},
+        headers={**bearer(alice), "Queue-Permission": permission + "x"},
+    )
+    assert r.status_code == 403, r.text
+    # And with her own it is accepted, once
+    body = {"event_id": event["id"], "quantity": 1, "holder_name": "Alice", "tier": "standard"}
+    r = await api.post("/v1/orders", json=body, headers={**bearer(alice), "Queue-Permission": permission})
+    assert r.status_code == 202, r.text
+    r = await api.post("/v1/orders", json=body, headers={**bearer(alice), "Queue-Permission": permission})
+    assert r.status_code == 403 and "used" in r.json()["title"], r.text
+    # And bob is told it is sold out
+    bob_place = await until(lambda: _sold_out(api, bob, event["id"]), "bob hears it is sold out")
+    assert not bob_place["admitted"] and bob_place["permission"] is None
+
+
+async def _sold_out(api: httpx.AsyncClient, tok: str, event_id: str) -> dict[str, Any] | None:
+    place = await join(api, tok, event_id)
+    return place if place["sold_out"] else None
+
+
+async def test_an_order_before_the_sale_is_refused(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    org, buyer = token("room-org-3", "organizer"), token("room-early-buyer", "buyer")
+    event = await create_event(api, org, capacity=5, on_sale_at=on_sale_in(3600))
+    r = await place_order(api, buyer, event["id"], 1)
+    assert r.status_code == 409 and r.json()["type"].endswith("/not-on-sale"), r.text
+    r = await api.post(f"/v1/events/{event['id']}/queue", headers=bearer(buyer))
+    assert r.status_code == 409, r.text  # no waiting room on this event
+
+
+async def follow(
+    api: httpx.AsyncClient, tok: str, event_id: str, timeout_s: float = 300
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Queue, follow the place's socket to its end, order with the permission
+    (retrying a 503 after its Retry-After); the messages and the order's status."""
+    place = await join(api, tok, event_id)
+    msgs: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout_s):
+        async with websockets.connect(f"{place['progress_url']}?token={tok}") as ws:
+            async for raw in ws:
+                msgs.append(orjson.loads(raw))
+        last = msgs[-1]
+        if last["type"] != "queue.admitted":
+            return msgs, None
+        body = {"event_id": event_id, "quantity": 1, "holder_name": "Rush Buyer", "tier": "standard"}
+        while True:
+            r = await api.post("/v1/orders", json=body, headers={**bearer(tok), "Queue-Permission": last["permission"]})
+            if r.status_code != 503:
+                return msgs, r.status_code
+            await asyncio.sleep(int(r.headers["retry-after"]))
+
+
+async def test_a_small_rush_sells_out_exactly_and_every_buyer_hears(
+    api: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    # Given a room of 50 tickets whose sale starts in 5 s
+    org = token("room-org-4", "organizer")
+    event = await create_event(api, org, capacity=50, on_sale_at=on_sale_in(5), waiting_room=True)
+    buyers = [token(f"room-rush-{i}", "buyer") for i in range(200)]
+
+    # When 200 buyers queue, follow their places and order when admitted
+    results = await asyncio.gather(*(follow(api, t, event["id"]) for t in buyers))
+
+    # Then every buyer got a definitive answer: tickets (202), or sold out (on the socket or as a 409)
+    outcomes = [status if status is not None else msgs[-1]["type"] for msgs, status in results]
+    assert set(outcomes) <= {202, 409, "queue.sold_out"}, set(outcomes)
+    # And exactly the 50 tickets were sold, none twice
+    assert outcomes.count(202) == 50
+    assert await sold(api, event["id"], org) == 50
+    # And each saw a position that only moved forward, then its end
+    for msgs, _ in results:
+        assert msgs[0]["type"] in ("queue.position", "queue.admitted", "queue.sold_out")
+        positions = [m["position"] for m in msgs if m["type"] == "queue.position" and m["position"] is not None]
+        assert positions == sorted(positions, reverse=True), positions
+        assert all(m["type"] == "queue.position" for m in msgs[:-1])
+        assert msgs[-1]["type"] in ("queue.admitted", "queue.sold_out")
+
+
+async def test_a_place_is_its_buyers_alone(api: httpx.AsyncClient, token: TokenFactory, stack: Stack) -> None:
+    org, owner, other = token("room-org-5", "organizer"), token("room-owner", "buyer"), token("room-other", "buyer")
+    event = await create_event(api, org, capacity=5, on_sale_at=on_sale_in(3600), waiting_room=True)
+    place = await join(api, owner, event["id"])
+    for url, code in (
+        (f"{place['progress_url']}?token={other}", 4404),
+        (f"{place['progress_url']}?token=nonsense", 4401),
+        (f"{stack.notifier_url}/v1/queue/qu_0000/progress?token={owner}", 4404),
+    ):
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            async with asyncio.timeout(60), websockets.connect(url) as ws:
+                await ws.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == code
+    async with asyncio.timeout(60), websockets.connect(f"{place['progress_url']}?token={owner}") as ws:
+        first = orjson.loads(await ws.recv())
+    assert first["type"] == "queue.position" and first["position"] is None and first["eta_s"] > 3000
