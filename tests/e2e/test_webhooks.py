@@ -408,12 +408,14 @@ async def test_a_dead_letter_is_redriven_once_the_shop_is_back(
     # Then after the last attempt it is a dead letter with every attempt's history
     (dead,) = await asyncio.to_thread(dead_of_hook)
     assert (dead["type"], dead["order_id"], dead["attempts"]) == ("order.completed", order["id"], MAX_ATTEMPTS)
-    assert dead["reason"] == f"gave up after {MAX_ATTEMPTS} attempt(s); last: HTTP 500"
-    assert [h.split(" at ")[0] for h in dead["history"]] == [
-        f"attempt {i}: HTTP 500" for i in range(1, MAX_ATTEMPTS + 1)
-    ]
+    assert dead["reason"].startswith(f"gave up after {MAX_ATTEMPTS} attempt(s); last: ")
+    # (an attempt that a busy machine kept from the shop past the timeout is a timeout, not a 500)
+    outcomes = [h.split(" at ")[0] for h in dead["history"]]
+    assert len(outcomes) == MAX_ATTEMPTS
+    for i, outcome in enumerate(outcomes, 1):
+        assert outcome in (f"attempt {i}: HTTP 500", f"attempt {i}: timed out after {TIMEOUT_S} s"), outcomes
     tried = shop.of("/down")
-    assert len(tried) == MAX_ATTEMPTS and {a.answer for a in tried} == {500}
+    assert 1 <= len(tried) <= MAX_ATTEMPTS and {a.answer for a in tried} == {500}
     assert {a.msg_id for a in tried} == {dead["webhook_id"]}
     assert shop.got("/down", "order.completed", order["id"]) == []
     status = orjson.loads((await asyncio.to_thread(ctl, hooks_stack, "status", "--json")).stdout)
