@@ -26,17 +26,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import multiprocessing as mp
+import os
+import resource
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+from redis.asyncio import Redis
+from ticketry import streams
 from ticketry_devstack.procs import Stack, start_stack
 
 from bench.scenarios import cpu_count, create_event, hdr, token
@@ -231,6 +237,186 @@ async def burst_scenario(stack: Stack, *, clients: int = 20, orders: int = 1000,
     return out
 
 
+# -- the waiting room: a crowd for fewer tickets ---------------------------------------
+
+
+async def _ws_messages(url: str, bound_s: float) -> tuple[list[tuple[float, dict[str, Any]]], int | None]:
+    """A lean WebSocket client (RFC 6455 by hand: thousands of sockets must
+    cost this process little): every text message with its receive time (epoch
+    ms), until the server closes; and the close code."""
+    rest = url.removeprefix("ws://")
+    hostport, _, path = rest.partition("/")
+    host, _, port = hostport.partition(":")
+    out: list[tuple[float, dict[str, Any]]] = []
+    writer: asyncio.StreamWriter | None = None
+    try:
+        async with asyncio.timeout(bound_s):
+            reader, writer = await asyncio.open_connection(host, int(port))
+            key = base64.b64encode(os.urandom(16)).decode()
+            writer.write(
+                f"GET /{path} HTTP/1.1\r\nHost: {hostport}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+            )
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 101"):
+                return out, None
+            while True:
+                b0, b1 = await reader.readexactly(2)
+                n = b1 & 0x7F
+                if n == 126:
+                    n = int.from_bytes(await reader.readexactly(2), "big")
+                elif n == 127:
+                    n = int.from_bytes(await reader.readexactly(8), "big")
+                payload = await reader.readexactly(n)
+                opcode = b0 & 0x0F
+                if opcode == 0x1:
+                    out.append((time.time() * 1000, orjson.loads(payload)))
+                elif opcode == 0x9:  # ping: the server closes a socket that does not answer
+                    mask = os.urandom(4)
+                    masked = bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
+                    writer.write(bytes([0x8A, 0x80 | len(payload)]) + mask + masked)
+                elif opcode == 0x8:
+                    return out, int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
+    except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+        out.append((time.time() * 1000, {"type": f"client error {type(exc).__name__}"}))
+        return out, None
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+@dataclass
+class Buyer:
+    n: int
+    early: bool = False
+    outcome: str = "none"  # "tickets", "sold_out" (socket), "409", or what went wrong
+    positions: list[int] = field(default_factory=list)
+    delays_ms: list[float] = field(default_factory=list)  # receive time minus the tick it reflects
+    shed: int = 0
+
+
+async def _room_buyer(client: Client, event_id: str, b: Buyer, due: float, pool: asyncio.Queue[Any]) -> Buyer:
+    if (delay := due - time.perf_counter()) > 0:
+        await asyncio.sleep(delay)  # its arrival time (open loop)
+    tok = token(f"rush-room-{b.n}", "buyer")
+    conn = await pool.get()
+    try:
+        a, conn = await client.call(conn, "POST", f"/v1/events/{event_id}/queue", hdr(tok))
+    finally:
+        pool.put_nowait(conn)
+    if a.status != 201:
+        b.outcome = f"join {a.status}"
+        return b
+    place = a.json()
+    b.early = bool(place["early"])
+    msgs, _ = await _ws_messages(f"{place['progress_url']}?token={tok}", 600)
+    for i, (at_ms, m) in enumerate(msgs):
+        if m.get("position") is not None:
+            b.positions.append(int(m["position"]))
+        if i > 0:  # the first message is the socket's snapshot, not a live update
+            b.delays_ms.append(at_ms - float(m["at"]))
+    last = msgs[-1][1] if msgs else {}
+    if last.get("type") == "queue.sold_out":
+        b.outcome = "sold_out"
+        return b
+    if last.get("type") != "queue.admitted":
+        b.outcome = f"socket ended without an answer ({last.get('type')})"
+        return b
+    headers = {**hdr(tok), "Queue-Permission": str(last["permission"])}
+    while True:
+        conn = await pool.get()
+        try:
+            a, conn = await client.call(conn, "POST", "/v1/orders", headers, order_body(event_id))
+        finally:
+            pool.put_nowait(conn)
+        if a.status == 202:
+            b.outcome = "tickets"
+        elif a.status == 409:
+            b.outcome = "409"
+        elif a.status == 503 and "retry-after" in a.headers:
+            b.shed += 1
+            await asyncio.sleep(int(a.headers["retry-after"]))
+            continue
+        else:
+            b.outcome = f"order {a.status}"
+        return b
+
+
+def _room_load(api_url: str, event_id: str, buyers: int, arrive_s: float, start_at: float, q: mp.Queue[Any]) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    async def run() -> list[Buyer]:
+        client = Client(api_url)
+        pool: asyncio.Queue[Any] = asyncio.Queue()
+        for _ in range(64):
+            pool.put_nowait(None)  # connections opened on first use, then kept
+        await asyncio.sleep(max(start_at - time.time(), 0))  # the first arrival, on the wall clock
+        t0 = time.perf_counter()
+        return list(
+            await asyncio.gather(
+                *(_room_buyer(client, event_id, Buyer(i), t0 + arrive_s * i / buyers, pool) for i in range(buyers))
+            )
+        )
+
+    q.put([vars(b) for b in asyncio.run(run())])
+
+
+async def room_scenario(
+    stack: Stack, *, buyers: int = 5000, tickets: int = 2000, arrive_s: float = 2.0
+) -> dict[str, Any]:
+    """``buyers`` arrive within ``arrive_s`` for ``tickets`` tickets, through the
+    waiting room (the sale starts half-way through the arrivals)."""
+    async with httpx.AsyncClient(base_url=stack.api_url, timeout=60) as api:
+        org = hdr(token("rush-room-org", "organizer"))
+        # Arrivals start in 5 s (the load process starts meanwhile) and straddle the sale.
+        on_sale = datetime.now(UTC) + timedelta(seconds=5.0 + arrive_s / 2)
+        body = {
+            "name": "Rush Night", "venue": "Loopback Arena", "starts_at": "2027-06-01T19:30:00Z",
+            "capacity": tickets, "price": "25.00", "currency": "EUR", "on_sale_at": on_sale.isoformat(),
+            "waiting_room": True,
+        }  # fmt: skip
+        r = await api.post("/v1/events", json=body, headers=org)
+        r.raise_for_status()
+        event_id = str(r.json()["id"])
+        ctx = mp.get_context("spawn")
+        q: mp.Queue[Any] = ctx.Queue()
+        start_at = on_sale.timestamp() - arrive_s / 2
+        p = ctx.Process(target=_room_load, args=(stack.api_url, event_id, buyers, arrive_s, start_at, q))
+        t0 = time.perf_counter()
+        p.start()
+        raw: list[dict[str, Any]] = await asyncio.to_thread(q.get, True, 1800)
+        wall = time.perf_counter() - t0
+        p.join()
+        sold = int((await api.get(f"/v1/events/{event_id}", headers=org)).json()["sold"])
+    redis = Redis.from_url(stack.env["TICKETRY_REDIS_URL"])
+    try:
+        ticks: list[Any] = list(await redis.xrange(streams.room_updates(event_id)) or [])
+    finally:
+        await redis.aclose()
+    rates = [float(f[b"rate"]) for _, f in ticks]
+    got = [Buyer(**d) for d in raw]
+    outcomes: dict[str, int] = {}
+    for b in got:
+        outcomes[b.outcome] = outcomes.get(b.outcome, 0) + 1
+    delays = [d for b in got for d in b.delays_ms]
+    back = [b.n for b in got if b.positions != sorted(b.positions, reverse=True)]
+    tickets_sold = outcomes.get("tickets", 0)
+    definitive = outcomes.get("tickets", 0) + outcomes.get("sold_out", 0) + outcomes.get("409", 0)
+    first_admit = next((i for i, (_, f) in enumerate(ticks) if json.loads(f[b"permits"])), None)
+    return {
+        "buyers": buyers, "tickets": tickets, "arrive_s": arrive_s, "wall_s": wall,
+        "early": sum(b.early for b in got), "outcomes": outcomes, "sold": sold,
+        "oversold": max(sold - tickets, 0) + max(tickets_sold - sold, 0),
+        "without_definitive_answer": buyers - definitive, "position_moved_back": len(back),
+        "position_updates": len(delays), "update_p50_ms": _pct(delays, 0.5), "update_p99_ms": _pct(delays, 0.99),
+        "orders_shed_and_retried": sum(b.shed for b in got),
+        "admission_ticks": len(ticks), "rate_first_last_max": [rates[first_admit or 0], rates[-1], max(rates)]
+        if rates else None,
+        "ok": sold == tickets_sold <= tickets and definitive == buyers and not back,
+    }  # fmt: skip
+
+
 # -- command line ------------------------------------------------------------------------
 
 
@@ -240,6 +426,9 @@ def main() -> int:
     ap.add_argument("--burst", type=int, default=500)
     ap.add_argument("--paced-orders", type=int, default=1000)
     ap.add_argument("--paced-clients", type=int, default=20)
+    ap.add_argument("--buyers", type=int, default=5000)
+    ap.add_argument("--tickets", type=int, default=2000)
+    ap.add_argument("--arrive-s", type=float, default=2.0)
     ap.add_argument("--renderers", type=int, default=cpu_count())
     ap.add_argument("--keep", action="store_true", help="keep the stack's directory (logs)")
     args = ap.parse_args()
@@ -252,6 +441,11 @@ def main() -> int:
                 burst_scenario(stack, clients=args.paced_clients, orders=args.paced_orders, burst=args.burst)
             )
             print(json.dumps(result["burst"], indent=1))
+        if args.what in ("room", "all"):
+            result["room"] = asyncio.run(
+                room_scenario(stack, buyers=args.buyers, tickets=args.tickets, arrive_s=args.arrive_s)
+            )
+            print(json.dumps(result["room"], indent=1))
     finally:
         stack.stop()
         if args.keep:
