@@ -80,14 +80,16 @@ class QueueSocket:
         self.rank: int | None = None
         self.position: int | None = -1  # last position sent (-1: none yet)
         self.final: Close | None = None
+        self.seen = -1  # the highest admitted count applied: an older tick never moves a place back
         self._latest: str | None = None
         self._sender: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
 
     def apply(self, u: Update, permit: tuple[str, int] | None = None, until_on_sale_s: float = 0.0) -> None:
         """The message ``u`` means for this place (if any), queued to send."""
-        if self.final is not None:
+        if self.final is not None or u.admitted < self.seen:
             return
+        self.seen = u.admitted
         if u.drawn and self.rank is not None and self.rank < u.admitted:
             if permit is None and (got := u.permits.get(self.buyer)) is not None:
                 permit = (str(got[0]), int(got[1]))
