@@ -86,7 +86,8 @@ class Admitter:
             capacity_per_s=cap or self.admission.meter.rate(now), used_per_s=room.used_per_s, shed_per_s=shed,
             outstanding=st.outstanding,
         )  # fmt: skip
-        rate = core.admission_rate(st.rate or self.limits.min_rate, signals, self.limits)
+        # A room's first tick starts from what the api sustains (measured), then adjusts.
+        rate = core.admission_rate(st.rate or signals.capacity_per_s, signals, self.limits)
         left = tickets_left(event, (await capacity.sold(event.id)).sold)
         n, carry = core.to_admit(rate, dt, st.carry, waiting=st.waiting, tickets_left=left, outstanding=st.outstanding)
         sold_out = left <= 0
