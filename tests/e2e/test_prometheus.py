@@ -1,4 +1,4 @@
-"""The metrics of CONTRACT.md reach a real Prometheus (Debian's, installed by
+"""The metrics of docs/contract.md reach a real Prometheus (Debian's, installed by
 infra/bootstrap.sh) from the three scrape targets: the api, the notifier and
 the scaler, whose target also carries its forked renderers' series. A ticket
 counts once however many renderers there are, the cluster gauges come from the

@@ -17,7 +17,7 @@ from ticketry.events import Lane
 from ticketry.webhook_documents import WebhookEndpoint
 
 TicketStatus = Literal["queued", "rendered", "failed", "checked_in", "cancelled"]
-# What buyers see (CONTRACT.md, plus ``cancelled``).
+# What buyers see (docs/contract.md, plus ``cancelled``).
 PublicOrderStatus = Literal["processing", "completed", "partially_failed", "failed", "cancelled"]
 # ``abandoned``: a tombstone the outbox sweep writes for a reservation whose order
 # never got recorded (see ``ticketry_api.orders``); no owner, no tickets, never shown.

@@ -167,7 +167,7 @@ class TicketEvent(_Message):
     traceparent: str = ""
 
     def to_ws(self) -> dict[str, object]:
-        """The WebSocket message of CONTRACT.md."""
+        """The WebSocket message of docs/contract.md."""
         msg: dict[str, object] = {
             "type": self.type,
             "id": self.id,
@@ -196,7 +196,7 @@ def event_fields(
     """Field/value list of a ticket event, without the counters.
 
     The counters (total, rendered, failed) are appended inside Redis by the
-    emit script, atomically with the exactly-once check (see ``emit.lua``).
+    emit script, atomically with the exactly-once check (see ``ticketry.emit``).
     """
     fields = [
         "type", type,

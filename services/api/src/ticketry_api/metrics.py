@@ -1,4 +1,4 @@
-"""Prometheus metrics of the api (served at ``/metrics``, see CONTRACT.md "Metrics").
+"""Prometheus metrics of the api (served at ``/metrics``, see docs/contract.md "Metrics").
 
 Orders are counted by the answer they got, in one pure-ASGI middleware around
 the app, so no route carries metric code: ``POST /v1/orders`` answered 202 is

@@ -1,4 +1,4 @@
-"""Request and response bodies of the REST API (CONTRACT.md)."""
+"""Request and response bodies of the REST API (docs/contract.md)."""
 
 from __future__ import annotations
 

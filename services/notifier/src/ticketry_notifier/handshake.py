@@ -162,7 +162,7 @@ def _count(progress: Mapping[str, str], name: str) -> int:
 
 
 def snapshot_text(order_id: str, upto: str, progress: Mapping[str, str]) -> str:
-    """The first message of every socket (CONTRACT.md, WebSocket), as JSON text.
+    """The first message of every socket (docs/contract.md, WebSocket), as JSON text.
     ``id`` is the stream position it covers: resume with ``after=<id>``."""
     status = snapshot_status(progress)
     msg = {

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the renderer (CONTRACT.md "Metrics").
+"""Prometheus metrics of the renderer (docs/contract.md "Metrics").
 
 Where they are served
 ---------------------

@@ -1,6 +1,6 @@
 """Prometheus metrics of the scaler (``/metrics`` on ``TICKETRY_SCALER_METRICS_PORT``).
 
-One scrape target carries three kinds of series (CONTRACT.md "Metrics"):
+One scrape target carries three kinds of series (docs/contract.md "Metrics"):
 
 * **this instance's own** view (``ticketry_scaler_*``): what it decided, its
   backend's replicas, whether it leads. Every instance exports them; summing

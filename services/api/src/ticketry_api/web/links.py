@@ -24,7 +24,7 @@ class LinkSettings(BaseSettings):
     """``TICKETRY_API_PUBLIC_URL``: where buyers reach this api (scheme, host,
     port; e.g. ``https://tickets.example.com``); by default the api's own
     ``http://<host>:<port>``. ``TICKETRY_ORDER_LINK_TTL_S``: how long a
-    status page link works (at least a day: CONTRACT.md promises 24 h)."""
+    status page link works (at least a day: docs/contract.md promises 24 h)."""
 
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
