@@ -11,7 +11,8 @@ the burst must be accepted at ≥ 80 % of the paced rate (or the excess shed
 with 503s).
 
 ``room``: ``--buyers`` buyers arrive within ``--arrive-s`` seconds for an
-event with a waiting room and ``--tickets`` tickets (fewer than buyers). Each
+event with a waiting room and ``--tickets`` tickets (fewer than buyers); the
+sale starts 5 s after the last arrival. Each
 queues, follows its place on the WebSocket until admitted, orders with its
 permission, and must end with tickets or a definitive sold out. Reported:
 oversold (must be 0), buyers without a definitive answer (must be 0), buyers
@@ -35,7 +36,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from bench.scenarios import cpu_count, create_event, hdr, token
 
 RESULTS = Path(__file__).parent / "results"
 ANSWER_BOUND_S = 30.0
+ON_SALE_AFTER_S = 5.0
 
 
 # -- a bare HTTP/1.1 client ------------------------------------------------------------
@@ -111,6 +113,9 @@ class Client:
         """One request (on ``conn``, or a new connection); the answer and the
         connection to reuse (None when it broke)."""
         raw = _request_bytes(self.host, method, path, headers, None if body is None else orjson.dumps(body))
+        if conn is not None and conn[0].at_eof():
+            conn[1].close()  # the server closed it while idle (keep-alive timeout)
+            conn = None
         sent = time.perf_counter()
         try:
             async with asyncio.timeout(bound_s):
@@ -291,7 +296,9 @@ class Buyer:
     early: bool = False
     outcome: str = "none"  # "tickets", "sold_out" (socket), "409", or what went wrong
     positions: list[int] = field(default_factory=list)
-    delays_ms: list[float] = field(default_factory=list)  # receive time minus the tick it reflects
+    delays_ms: list[float] = field(default_factory=list)  # position updates: receive time minus their tick
+    final_ms: float | None = None  # the same for the admission or sold-out message
+    join_ms: float = 0.0
     shed: int = 0
 
 
@@ -304,6 +311,7 @@ async def _room_buyer(client: Client, event_id: str, b: Buyer, due: float, pool:
         a, conn = await client.call(conn, "POST", f"/v1/events/{event_id}/queue", hdr(tok))
     finally:
         pool.put_nowait(conn)
+    b.join_ms = (a.done - due) * 1000  # from its arrival: waiting for a connection counts
     if a.status != 201:
         b.outcome = f"join {a.status}"
         return b
@@ -313,8 +321,11 @@ async def _room_buyer(client: Client, event_id: str, b: Buyer, due: float, pool:
     for i, (at_ms, m) in enumerate(msgs):
         if m.get("position") is not None:
             b.positions.append(int(m["position"]))
-        if i > 0:  # the first message is the socket's snapshot, not a live update
-            b.delays_ms.append(at_ms - float(m["at"]))
+        if i > 0 and "at" in m:  # the first message is the socket's snapshot, not a live update
+            if m["type"] == "queue.position":
+                b.delays_ms.append(at_ms - float(m["at"]))
+            else:
+                b.final_ms = at_ms - float(m["at"])
     last = msgs[-1][1] if msgs else {}
     if last.get("type") == "queue.sold_out":
         b.outcome = "sold_out"
@@ -323,6 +334,7 @@ async def _room_buyer(client: Client, event_id: str, b: Buyer, due: float, pool:
         b.outcome = f"socket ended without an answer ({last.get('type')})"
         return b
     headers = {**hdr(tok), "Queue-Permission": str(last["permission"])}
+    lost = 0
     while True:
         conn = await pool.get()
         try:
@@ -337,14 +349,20 @@ async def _room_buyer(client: Client, event_id: str, b: Buyer, due: float, pool:
             b.shed += 1
             await asyncio.sleep(int(a.headers["retry-after"]))
             continue
+        elif a.status == 0 and (lost := lost + 1) <= 3:
+            continue  # the connection broke (not an answer): again, on a new one
         else:
             b.outcome = f"order {a.status}"
         return b
 
 
-def _room_load(api_url: str, event_id: str, buyers: int, arrive_s: float, start_at: float, q: mp.Queue[Any]) -> None:
+def _room_load(api_url: str, buyers: int, arrive_s: float, ctl: mp.Queue[Any], q: mp.Queue[Any]) -> None:
+    """The buyers, in a process of their own: says it is ready, is told the
+    event and when the first buyer arrives, and answers with every buyer's story."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    q.put("ready")
+    event_id, start_at = ctl.get(True, 300)
 
     async def run() -> list[Buyer]:
         client = Client(api_url)
@@ -366,11 +384,19 @@ async def room_scenario(
     stack: Stack, *, buyers: int = 5000, tickets: int = 2000, arrive_s: float = 2.0
 ) -> dict[str, Any]:
     """``buyers`` arrive within ``arrive_s`` for ``tickets`` tickets, through the
-    waiting room (the sale starts half-way through the arrivals)."""
+    waiting room; the sale starts ``ON_SALE_AFTER_S`` after the last arrival
+    (buyers whose join the api answers before that draw their places; the
+    others queue behind them in order)."""
+    ctx = mp.get_context("spawn")
+    q: mp.Queue[Any] = ctx.Queue()
+    ctl: mp.Queue[Any] = ctx.Queue()
+    p = ctx.Process(target=_room_load, args=(stack.api_url, buyers, arrive_s, ctl, q))
+    p.start()
+    assert await asyncio.to_thread(q.get, True, 300) == "ready"
     async with httpx.AsyncClient(base_url=stack.api_url, timeout=60) as api:
         org = hdr(token("rush-room-org", "organizer"))
-        # Arrivals start in 5 s (the load process starts meanwhile) and straddle the sale.
-        on_sale = datetime.now(UTC) + timedelta(seconds=5.0 + arrive_s / 2)
+        start_at = time.time() + 1.0
+        on_sale = datetime.fromtimestamp(start_at + arrive_s + ON_SALE_AFTER_S, UTC)
         body = {
             "name": "Rush Night", "venue": "Loopback Arena", "starts_at": "2027-06-01T19:30:00Z",
             "capacity": tickets, "price": "25.00", "currency": "EUR", "on_sale_at": on_sale.isoformat(),
@@ -379,12 +405,8 @@ async def room_scenario(
         r = await api.post("/v1/events", json=body, headers=org)
         r.raise_for_status()
         event_id = str(r.json()["id"])
-        ctx = mp.get_context("spawn")
-        q: mp.Queue[Any] = ctx.Queue()
-        start_at = on_sale.timestamp() - arrive_s / 2
-        p = ctx.Process(target=_room_load, args=(stack.api_url, event_id, buyers, arrive_s, start_at, q))
+        ctl.put((event_id, start_at))
         t0 = time.perf_counter()
-        p.start()
         raw: list[dict[str, Any]] = await asyncio.to_thread(q.get, True, 1800)
         wall = time.perf_counter() - t0
         p.join()
@@ -400,6 +422,7 @@ async def room_scenario(
     for b in got:
         outcomes[b.outcome] = outcomes.get(b.outcome, 0) + 1
     delays = [d for b in got for d in b.delays_ms]
+    finals = [b.final_ms for b in got if b.final_ms is not None]
     back = [b.n for b in got if b.positions != sorted(b.positions, reverse=True)]
     tickets_sold = outcomes.get("tickets", 0)
     definitive = outcomes.get("tickets", 0) + outcomes.get("sold_out", 0) + outcomes.get("409", 0)
@@ -410,6 +433,8 @@ async def room_scenario(
         "oversold": max(sold - tickets, 0) + max(tickets_sold - sold, 0),
         "without_definitive_answer": buyers - definitive, "position_moved_back": len(back),
         "position_updates": len(delays), "update_p50_ms": _pct(delays, 0.5), "update_p99_ms": _pct(delays, 0.99),
+        "answer_p50_ms": _pct(finals, 0.5), "answer_p99_ms": _pct(finals, 0.99),
+        "join_p50_ms": _pct([b.join_ms for b in got], 0.5), "join_p99_ms": _pct([b.join_ms for b in got], 0.99),
         "orders_shed_and_retried": sum(b.shed for b in got),
         "admission_ticks": len(ticks), "rate_first_last_max": [rates[first_admit or 0], rates[-1], max(rates)]
         if rates else None,
