@@ -116,7 +116,7 @@ async def join(redis: Redis, event_id: str, buyer: str, *, on_sale_ms: int, earl
         streams.queue_place(new_id), streams.ROOMS, streams.room_state(event_id), streams.room_permits(event_id),
     ]  # fmt: skip
     args: list[str | int] = [buyer, on_sale_ms, repr(early), new_id, event_id, streams.ROOM_TTL_S]
-    r: list[Any] = await redis.eval(_JOIN, len(keys), *keys, *args)
+    r: list[Any] = await redis.register_script(_JOIN)(keys, args)  # EVALSHA
     return Joined(
         queue_id=as_text(r[0]), score=float(as_text(r[1])), new=bool(r[2]), rank=int(r[3]),
         admitted=int(as_text(r[4])), now_ms=int(r[5]), rate=float(as_text(r[6])), sold_out=as_text(r[7]) == "1",
@@ -189,12 +189,12 @@ async def admit(
         streams.ROOM_UPDATES_MAXLEN, body, len(permits),
         *(b for b, _, _ in permits), *(f"{p} {e}" for _, p, e in permits), *(e for _, _, e in permits),
     ]  # fmt: skip
-    return int(await redis.eval(_ADMIT, len(keys), *keys, *args))
+    return int(await redis.register_script(_ADMIT)(keys, args))
 
 
 async def hold_lock(redis: Redis, event_id: str, holder: str) -> bool:
     """Take or renew the room's admitter lock; True while ``holder`` has it."""
-    got = await redis.eval(_LOCK, 1, streams.room_admitter(event_id), holder, streams.ROOM_ADMITTER_LOCK_MS)
+    got = await redis.register_script(_LOCK)([streams.room_admitter(event_id)], [holder, streams.ROOM_ADMITTER_LOCK_MS])
     return bool(got)
 
 
