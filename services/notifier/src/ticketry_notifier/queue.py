@@ -1,7 +1,8 @@
 """``/v1/queue/{queue_id}/progress`` (WebSocket): a waiting-room place's position.
 
-Sends ``{type: "queue.position", queue_id, position, eta_s, at}`` whenever the
-place's position changes, then ``{type: "queue.admitted", queue_id,
+Sends ``{type: "queue.position", queue_id, position, eta_s, at}`` when the
+place's position changes (every step near the front, every tenth of the way
+further back: :func:`news`), then ``{type: "queue.admitted", queue_id,
 permission, expires_at, at}`` (or ``{type: "queue.sold_out", …}`` when the
 event sold out first) and closes 1000. ``position`` is null for an early
 arrival until the draw is final (``on_sale_at``); ``at`` is the admission tick
@@ -68,6 +69,15 @@ class Update:
         )  # fmt: skip
 
 
+def news(sent: int, now: int) -> bool:
+    """Whether a place that was last told ``sent`` is told ``now``: near the
+    front every step, further back once it moved a tenth of the way (at least
+    10 places). At 5,000 places and 60 admitted a second, that is a message
+    every few seconds per socket instead of one a tick, with the same
+    information for the buyer (an ETA of 80 s or 75 s)."""
+    return now <= 20 or sent - now >= max(10, sent // 10)
+
+
 def _text(msg: dict[str, Any]) -> str:
     return orjson.dumps(msg).decode()
 
@@ -105,7 +115,7 @@ class QueueSocket:
             self._offer({"type": "queue.sold_out", "queue_id": self.queue_id, "at": u.at}, SOLD_OUT)
             return
         pos = self.rank - u.admitted + 1 if u.drawn and self.rank is not None else None
-        if pos == self.position:
+        if pos == self.position or (pos is not None and self.position and not news(self.position, pos)):
             return
         self.position = pos
         if pos is None:
