@@ -25,7 +25,7 @@ from typing import Any
 
 from ticketry_devstack.procs import start_stack
 
-from bench import baselines, burst, scaler_curve, scenarios
+from bench import baselines, burst, rush, scaler_curve, scenarios
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -50,6 +50,7 @@ def main() -> int:
     ap.add_argument("--post-rates", default="100,200", help="open-loop POST /v1/orders rates, per second")
     ap.add_argument("--no-scaler-curve", action="store_true")
     ap.add_argument("--no-burst", action="store_true", help="skip bench/burst.py (issue 16, ~15 min)")
+    ap.add_argument("--no-rush", action="store_true", help="skip bench/rush.py (issue 20, ~4 min)")
     ap.add_argument("--post-seconds", type=float, default=10.0)
     args = ap.parse_args()
     runs = 1 if args.quick else args.runs
@@ -124,6 +125,14 @@ def main() -> int:
             out["burst"], burst_rows = b["summary"], b["table"]
         except Exception as exc:
             out.setdefault("errors", []).append(f"burst: {type(exc).__name__}: {exc}"[:300])
+    rush_rows: list[tuple[str, str, str, str]] = []
+    if not (args.quick or args.no_rush):
+        print("the on-sale rush: 500 orders at once, 5,000 buyers through a waiting room (bench/rush.py) …")
+        try:
+            got = rush.run()
+            out["rush"], rush_rows = got["summary"], got["table"]
+        except Exception as exc:
+            out.setdefault("errors", []).append(f"rush: {type(exc).__name__}: {exc}"[:300])
     for err in out.get("errors", []):
         print("scenario failed:", err)
 
@@ -172,6 +181,7 @@ def main() -> int:
              f"{fmt(curve.get('completed_s'))} / {fmt(curve.get('back_to_min_live_s'))}", "", ""),
         ]),
         *burst_rows,
+        *rush_rows,
     ]  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     head = ("figure", "value", "target / baseline", "ratio")

@@ -445,6 +445,76 @@ async def room_scenario(
 # -- command line ------------------------------------------------------------------------
 
 
+Row = tuple[str, str, str, str]
+
+
+def _f(v: float | None, digits: int = 0) -> str:
+    return "n/a" if v is None else f"{v:,.{digits}f}"
+
+
+def table(result: dict[str, Any]) -> list[Row]:
+    """``figure | value | target | ratio`` rows for ``just bench``."""
+    rows: list[Row] = []
+    if (b := result.get("burst")) is not None:
+        paced, burst = b["paced"], b["burst"]
+        st = burst["statuses"]
+        rows += [
+            (f"rush: paced rate, {paced['orders']:,} orders from {paced['clients']} clients (accepted/s)",
+             _f(paced["accepted_per_s"]), "", ""),
+            (f"rush: {burst['sent']} orders at once, accepted/s (202 / 409 / 503)",
+             f"{_f(burst['accepted_per_s'])} ({st.get('202', 0)} / {st.get('409', 0)} / {st.get('503', 0)})",
+             "≥ 80 % of paced, or shed", f"{b['ratio']:.2f}×"),
+            ("rush: the burst's answers, p50 / p99 / max (ms); 503s p99 (ms)",
+             f"{_f(burst['p50_ms'])} / {_f(burst['p99_ms'])} / {_f(burst['max_s'] * 1000)}; "
+             f"{_f(burst['shed_p99_ms'])}", "max ≤ 30,000", ""),
+        ]  # fmt: skip
+    if (r := result.get("room")) is not None:
+        rate = r.get("rate_first_last_max") or [None, None, None]
+        rows += [
+            (f"rush room: {r['buyers']:,} buyers, {r['tickets']:,} tickets: sold; oversold; no answer; moved back",
+             f"{r['sold']:,}; {r['oversold']}; {r['without_definitive_answer']}; {r['position_moved_back']}",
+             "0; 0; 0", ""),
+            ("rush room: position updates after their tick, p50 / p99 (ms); how many",
+             f"{_f(r['update_p50_ms'])} / {_f(r['update_p99_ms'])}; {r['position_updates']:,}", "", ""),
+            ("rush room: admitted / sold-out answers after their tick, p50 / p99 (ms)",
+             f"{_f(r['answer_p50_ms'])} / {_f(r['answer_p99_ms'])}", "", ""),
+            ("rush room: admission rate first → last (max) per s; early places; all done (s)",
+             f"{_f(rate[0])} → {_f(rate[1])} ({_f(rate[2])}); {r['early']:,}; {_f(r['wall_s'], 1)}", "", ""),
+        ]  # fmt: skip
+    return rows
+
+
+def run(what: str = "all", *, renderers: int | None = None, keep: bool = False, **kw: Any) -> dict[str, Any]:
+    """The scenarios on a stack of their own: ``{"summary", "table"}`` (``just bench`` calls this)."""
+    root = Path(tempfile.mkdtemp(prefix="ticketry-rush-"))
+    stack = start_stack(root, renderers=renderers or cpu_count())
+    result: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    try:
+        if what in ("burst", "all"):
+            result["burst"] = asyncio.run(
+                burst_scenario(
+                    stack, clients=kw.get("paced_clients", 20), orders=kw.get("paced_orders", 1000),
+                    burst=kw.get("burst", 500),
+                )
+            )  # fmt: skip
+            print(json.dumps(result["burst"], indent=1), flush=True)
+        if what in ("room", "all"):
+            result["room"] = asyncio.run(
+                room_scenario(
+                    stack, buyers=kw.get("buyers", 5000), tickets=kw.get("tickets", 2000),
+                    arrive_s=kw.get("arrive_s", 2.0),
+                )
+            )  # fmt: skip
+            print(json.dumps(result["room"], indent=1), flush=True)
+    finally:
+        stack.stop()
+        if keep:
+            print(f"stack kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return {"summary": result, "table": table(result)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="bench.rush")
     ap.add_argument("what", nargs="?", default="all", choices=["burst", "room", "all"])
@@ -457,29 +527,16 @@ def main() -> int:
     ap.add_argument("--renderers", type=int, default=cpu_count())
     ap.add_argument("--keep", action="store_true", help="keep the stack's directory (logs)")
     args = ap.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="ticketry-rush-"))
-    stack = start_stack(root, renderers=args.renderers)
-    result: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    try:
-        if args.what in ("burst", "all"):
-            result["burst"] = asyncio.run(
-                burst_scenario(stack, clients=args.paced_clients, orders=args.paced_orders, burst=args.burst)
-            )
-            print(json.dumps(result["burst"], indent=1))
-        if args.what in ("room", "all"):
-            result["room"] = asyncio.run(
-                room_scenario(stack, buyers=args.buyers, tickets=args.tickets, arrive_s=args.arrive_s)
-            )
-            print(json.dumps(result["room"], indent=1))
-    finally:
-        stack.stop()
-        if args.keep:
-            print(f"stack kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+    got = run(
+        args.what, renderers=args.renderers, keep=args.keep, burst=args.burst, paced_orders=args.paced_orders,
+        paced_clients=args.paced_clients, buyers=args.buyers, tickets=args.tickets, arrive_s=args.arrive_s,
+    )  # fmt: skip
+    print()
+    for row in got["table"]:
+        print(" | ".join(row))
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"rush-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=1, default=str))
+    path.write_text(json.dumps(got, indent=1, default=str))
     print(f"written {path}")
     return 0
 
