@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,3 +111,25 @@ async def checkin_list(
 async def scan(api: httpx.AsyncClient, staff: str, code: str, list_id: str, **over: Any) -> httpx.Response:
     """``POST /v1/checkins`` of one code on one list."""
     return await api.post("/v1/checkins", json={"code": code, "list_id": list_id, **over}, headers=bearer(staff))
+
+
+async def wait_rendered(api: httpx.AsyncClient, order_id: str, tok: str, timeout_s: float = 120) -> dict[str, Any]:
+    """The order once none of its tickets is left to render (a bounded wait for the event)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got: dict[str, Any] = (await api.get(f"/v1/orders/{order_id}", headers=bearer(tok))).json()
+        if got["status"] != "processing" and all(t["status"] != "queued" for t in got["tickets"]):
+            return got
+        assert time.monotonic() < deadline, got
+        await asyncio.sleep(0.1)
+
+
+async def codes_of(api: httpx.AsyncClient, order: dict[str, Any], tok: str) -> list[str]:
+    """The check-in codes of an order's tickets, read from their PDFs' QR codes."""
+    await wait_rendered(api, order["id"], tok)
+    out = []
+    for tid in order["tickets"]:
+        pdf = await api.get(f"/v1/tickets/{tid}/pdf", headers=bearer(tok))
+        assert pdf.status_code == 200, pdf.text
+        out.append(decode_qr(pdf.content))
+    return out

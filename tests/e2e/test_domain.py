@@ -21,7 +21,7 @@ from ticketry_devstack.procs import Stack
 
 from tests.chaos.support import db_of, mongo_of, order_events, redis_of
 from tests.conftest import TokenFactory
-from tests.helpers import bearer, checkin_list, create_event, decode_qr, place_order, scan
+from tests.helpers import bearer, checkin_list, codes_of, create_event, place_order, scan, wait_rendered
 
 pytestmark = pytest.mark.e2e
 
@@ -29,27 +29,6 @@ TIERS = [
     {"id": "standard", "name": "Standard", "price": "25.00"},
     {"id": "vip", "name": "VIP Lounge", "price": "90.00", "lane": "vip", "capacity": 5, "max_per_buyer": 4},
 ]
-
-
-async def rendered(api: httpx.AsyncClient, order: dict[str, Any], tok: str, timeout_s: float = 120) -> None:
-    """Wait until the order has no ticket left to render (a bounded wait for the event)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(tok))).json()
-        if got["status"] != "processing":
-            return
-        assert time.monotonic() < deadline, got
-        await asyncio.sleep(0.1)
-
-
-async def codes(api: httpx.AsyncClient, order: dict[str, Any], tok: str) -> list[str]:
-    await rendered(api, order, tok)
-    out = []
-    for tid in order["tickets"]:
-        pdf = await api.get(f"/v1/tickets/{tid}/pdf", headers=bearer(tok))
-        assert pdf.status_code == 200, pdf.text
-        out.append(decode_qr(pdf.content))
-    return out
 
 
 async def test_tiers_sell_at_their_own_price_lane_and_capacity(
@@ -161,7 +140,7 @@ async def test_check_in_lists_bind_codes_to_their_event_and_tier(api: httpx.Asyn
         assert r.status_code in (404, 422), r.text
     cheap = (await place_order(api, buyer, b["id"], 1)).json()
     std = (await place_order(api, buyer, a["id"], 1)).json()
-    (cheap_code,), (std_code,) = await codes(api, cheap, buyer), await codes(api, std, buyer)
+    (cheap_code,), (std_code,) = await codes_of(api, cheap, buyer), await codes_of(api, std, buyer)
     staff = token("dom-staff-5", "staff")
 
     # When the cheap ticket of event B is scanned at event A's door
@@ -195,7 +174,7 @@ async def test_a_nonce_gets_its_first_answer_again(api: httpx.AsyncClient, token
     event = await create_event(api, org)
     door = await checkin_list(api, org, event["id"])
     order = (await place_order(api, buyer, event["id"], 1)).json()
-    (code,) = await codes(api, order, buyer)
+    (code,) = await codes_of(api, order, buyer)
     # When an offline scanner uploads the same scan three times, twice at once
     first, twin = await asyncio.gather(*(scan(api, staff, code, door, nonce="scan-0001-abc") for _ in range(2)))
     again = await scan(api, staff, code, door, nonce="scan-0001-abc")
@@ -283,7 +262,7 @@ async def test_cancel_cancel_and_scan_never_admit_a_cancelled_ticket(
     event = await create_event(api, org, capacity=20)
     door = await checkin_list(api, org, event["id"])
     orders = [(await place_order(api, buyer, event["id"], 1)).json() for _ in range(20)]
-    all_codes = [(await codes(api, o, buyer))[0] for o in orders]
+    all_codes = [(await codes_of(api, o, buyer))[0] for o in orders]
 
     async def race(order: dict[str, Any], code: str) -> tuple[int, int, int]:
         url = f"/v1/orders/{order['id']}/cancel"
@@ -361,7 +340,7 @@ async def test_an_event_from_before_tiers_sells_one_standard_tier_in_utc(
     order = await place_order(api, buyer, event_id, 2)
     assert order.status_code == 202 and order.json()["unit_price"] == "15.00", order.text
     assert (await place_order(api, buyer, event_id, 1, tier="vip")).status_code == 422
-    await codes(api, order.json(), buyer)
+    await codes_of(api, order.json(), buyer)
 
 
 async def test_each_ticket_prints_its_holder_in_venue_time(api: httpx.AsyncClient, token: TokenFactory) -> None:
@@ -374,7 +353,7 @@ async def test_each_ticket_prints_its_holder_in_venue_time(api: httpx.AsyncClien
     r = await place_order(api, buyer, event["id"], 3, holders=holders)
     assert r.status_code == 202, r.text
     order = r.json()
-    await rendered(api, order, buyer)
+    await wait_rendered(api, order["id"], buyer)
     # Then each ticket prints its own holder, and the venue's 20:00 (not 18:00 UTC)
     for tid, holder in zip(order["tickets"], holders, strict=True):
         assert (await api.get(f"/v1/tickets/{tid}", headers=bearer(buyer))).json()["holder_name"] == holder

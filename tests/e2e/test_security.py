@@ -26,7 +26,17 @@ from ticketry_api.readmodel import POINT_READS_UP_TO
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory
-from tests.helpers import bearer, checkin_list, create_event, decode_qr, place_order, scan, ws_outcome
+from tests.helpers import (
+    bearer,
+    checkin_list,
+    codes_of,
+    create_event,
+    decode_qr,
+    place_order,
+    scan,
+    wait_rendered,
+    ws_outcome,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -65,16 +75,6 @@ class World:
     list_id: str
 
 
-async def wait_rendered(api: httpx.AsyncClient, order_id: str, tok: str, timeout_s: float = 90) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got: dict[str, Any] = (await api.get(f"/v1/orders/{order_id}", headers=bearer(tok))).json()
-        if got["status"] != "processing" and all(t["status"] != "queued" for t in got["tickets"]):
-            return got
-        assert time.monotonic() < deadline, got
-        await asyncio.sleep(0.1)
-
-
 async def all_tickets(api: httpx.AsyncClient, order_id: str, tok: str) -> list[dict[str, Any]]:
     """Every ticket of an order, page by page (``GET /v1/orders/{id}/tickets``)."""
     out: list[dict[str, Any]] = []
@@ -85,16 +85,6 @@ async def all_tickets(api: httpx.AsyncClient, order_id: str, tok: str) -> list[d
         out += page["items"]
         if (cursor := page["next"]) is None:
             return out
-
-
-async def codes_of(api: httpx.AsyncClient, order: dict[str, Any], tok: str) -> list[str]:
-    await wait_rendered(api, order["id"], tok)
-    out = []
-    for tid in order["tickets"]:
-        pdf = await api.get(f"/v1/tickets/{tid}/pdf", headers=bearer(tok))
-        assert pdf.status_code == 200, pdf.text
-        out.append(decode_qr(pdf.content))
-    return out
 
 
 @pytest.fixture(scope="module")
