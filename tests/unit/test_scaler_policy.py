@@ -243,8 +243,8 @@ def _tp(live: int, pace: float | None = None, rates: dict[int, float] | None = N
         (3000, 650.0, _tp(2, ready=False), TP, 2, "not measured yet"),
         # measured: two make 391/s, 1500 left last 3.8 s: a third
         (1500, 650.0, _tp(2, pace=391.0, rates={2: 391.0}), TP, 3, "one more (3)"),
-        # every core busy (the local backend's CPU cap): the two are held, no third
-        (1500, 650.0, replace(_tp(2, pace=391.0, rates={2: 391.0}), cores_full=True), TP, 2, "every core busy"),
+        # the renderers have the cores (the local backend's CPU cap): the two are held, no third
+        (1500, 650.0, replace(_tp(2, pace=391.0, rates={2: 391.0}), cores_full=True), TP, 2, "the cores are full"),
         # the measured pace, not the capacity, says how long it lasts: 700 at 391/s is 1.8 s
         (700, 650.0, _tp(2, pace=391.0, rates={2: 391.0}), TP, 1, ""),
         # the third did not raise the rate: at most two, whatever the backlog

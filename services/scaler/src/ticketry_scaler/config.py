@@ -72,8 +72,9 @@ class ScalerSettings(CommonSettings):
     # forked from a server that imported it once (backends/prefork.py); false:
     # always exec it.
     scaler_prefork: bool = True
-    # Busy (CPU-bound) renderers this host runs at most (backends/local.py, cpu.py):
-    # unset = the cores this process may use (affinity, cgroup quota); 0 = no cap.
+    # The local backend's CPU cap (cpu.py): more renderers than this only while they
+    # leave CPU unused. Unset = the cores this process may use (affinity, cgroup
+    # quota); 0 = no cap.
     scaler_cpu_cap: int | None = Field(default=None, ge=0)
     scaler_restart_backoff_s: float = Field(default=0.5, gt=0)
     scaler_restart_backoff_max_s: float = Field(default=30.0, gt=0)

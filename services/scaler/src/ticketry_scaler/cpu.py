@@ -1,11 +1,12 @@
 """How many renderers this host's cores can feed (the local backend's CPU cap).
 
-A renderer is one single-threaded, CPU-bound process while it has work: two of
-them on two cores render about 1.5x what one does, a third on the same two
-cores renders nothing more, and one started mid-burst takes CPU from the
-others while it starts (measured: a 2,000-ticket burst with renderers forked
-up to four ran at 68 % of two fixed renderers). So the local backend runs at
-most ``cap`` *busy* renderers, ``cap`` being the cores this process may use:
+A renderer is one single-threaded, CPU-bound process while it has work
+(~450 tickets per CPU-second here, however many run). On two idle cores two
+of them render about 1.5x what one does; a third only takes CPU from the other
+two, and one forked mid-burst takes it while it starts (measured: a 2,000-ticket
+burst with renderers forked up to four ran at 68 % of two fixed renderers). So
+the local backend stops adding renderers once they have the cores. ``cap`` is
+the cores this process may use:
 
 * the CPUs of its affinity mask (``os.sched_getaffinity``: taskset, cpusets),
 * bounded by its cgroup's CPU quota, rounded up (a container limited to 1.5
@@ -13,16 +14,22 @@ most ``cap`` *busy* renderers, ``cap`` being the cores this process may use:
   ``cpu.max``, cgroup v1 ``cpu.cfs_quota_us / cpu.cfs_period_us``, the
   tightest along the path from its own cgroup to the root.
 
-*Busy* is measured, not assumed: a renderer counts as busy when it wanted a
-core at least ``BUSY_DEMAND`` of the last window: time on a CPU plus time
-runnable but waiting for one (``/proc/<pid>/task/*/schedstat``). Not CPU time
-alone: on a machine loaded by others a CPU-bound renderer gets a fifth of a
-core and waits the rest (measured here at load 9 on 2 cores: 0.2 on a CPU,
-0.7 waiting), and would look idle. A fleet that waits on I/O rather than on
-the CPU is not capped. Past the cap
-the backend grows one renderer at a time, only once every renderer has been
-measured for a full window and fewer than ``cap`` of them were busy, and it
-drains the excess when more than ``cap`` are busy (:func:`cpu_allowed`).
+Up to ``cap`` renderers run whenever asked for. Past it, what decides is the
+CPU the renderers actually *get*, summed over them (``used``, in cores, from
+``/proc/<pid>/task/*/schedstat`` over the last window), not how many are busy:
+
+* below ``GROW_BELOW`` of the cap, the cores are not feeding the renderers
+  (they wait on I/O, or the machine is busy with other work): one more;
+* at ``SHED_ABOVE`` of the cap or more, the renderers have the cores: a
+  renderer past the cap only competes, one is drained;
+* in between, or until every renderer has been measured, hold.
+
+Not a count of busy renderers: on a machine loaded by other work (load 9-13 on
+these 2 cores) a CPU-bound renderer gets a fifth of a core and waits the rest,
+and four renderers finished a 10,000-ticket order at 189-319/s against 160-213/s
+for two, in the same run: capped at two busy ones, the order took twice as long
+as under the old policy. Whether the renderer added last raised the rate at all
+is the scaler's plateau rule (``policy.plateau``).
 
 The functions that read files take their paths, so they are tested on plain
 files; :func:`cpu_allowed` is pure.
@@ -35,38 +42,53 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# A renderer that wanted a core (running or runnable) this share of the window
-# is busy. An idle one (heartbeat, a blocking XREADGROUP) wants ~1 %; a
-# rendering one ~95 %, however loaded the machine.
-BUSY_DEMAND: float = 0.5
+# Shares of the cap (cores): below GROW_BELOW the renderers leave CPU unused,
+# at SHED_ABOVE they have the cores. Apart, so one renderer more or less does
+# not flip the answer (two renderers with ~1.45 cores beside the api and Redis
+# on two cores neither grow nor shrink).
+GROW_BELOW: float = 0.6
+SHED_ABOVE: float = 0.85
 CPU_WINDOW_S: float = 1.0
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def cpu_allowed(wanted: int, slots: int, busy: int | None, cap: int) -> int:
+def cpu_allowed(
+    wanted: int,
+    slots: int,
+    used: float | None,
+    cap: int,
+    grow_below: float = GROW_BELOW,
+    shed_above: float = SHED_ABOVE,
+) -> int:
     """Renderer slots the local backend may run now.
 
     ``wanted``: what the scaler asked for (already within min and max);
-    ``slots``: how many run now; ``busy``: how many of those were busy over the
-    last window, ``None`` while any of them has not been measured for a whole
-    window yet; ``cap``: busy renderers the cores can feed (0: no cap).
+    ``slots``: how many run now; ``used``: the CPU (in cores) they got over the
+    last window, ``None`` while one of them has not been measured for a whole
+    window; ``cap``: this host's usable cores (0: no cap).
 
-    Up to the cap, everything wanted at once. Past it: one more while a core is
-    free (fewer than ``cap`` busy), hold at ``cap`` busy or while not every
-    renderer is measured, and shed the busy ones beyond the cap. Never below
-    the cap (those slots are always allowed) nor above ``wanted``.
+    Up to the cap, everything wanted at once. Past it, one step a window: one
+    more while ``used < grow_below * cap``, one fewer (never below the cap)
+    while ``used >= shed_above * cap``, else hold. Never above ``wanted``.
     """
     if cap <= 0 or wanted <= cap:
         return wanted
-    if busy is None or busy == cap:
+    if used is None:
         allowed = slots
-    elif busy > cap:
-        allowed = slots - (busy - cap)
-    else:
+    elif used >= shed_above * cap:
+        allowed = slots - 1
+    elif used < grow_below * cap:
         allowed = slots + 1
+    else:
+        allowed = slots
     return min(wanted, max(cap, allowed))
+
+
+def cores_full(used: float | None, cap: int, grow_below: float = GROW_BELOW) -> bool:
+    """The renderers get the cores: :func:`cpu_allowed` would not add one."""
+    return cap > 0 and used is not None and used >= grow_below * cap
 
 
 def parse_cpu_max(text: str) -> float | None:
@@ -141,10 +163,9 @@ def usable_cores(root: Path = CGROUP_ROOT, proc_cgroup: Path = Path("/proc/self/
 
 
 def parse_schedstat(text: str) -> float:
-    """Seconds on a CPU plus seconds runnable on a run queue, from one
-    ``schedstat`` line (nanoseconds; https://docs.kernel.org/scheduler/sched-stats.html)."""
-    run_ns, wait_ns, *_ = text.split()
-    return (int(run_ns) + int(wait_ns)) / 1e9
+    """Seconds on a CPU from one ``schedstat`` line (nanoseconds on a CPU, on a
+    run queue, time slices: https://docs.kernel.org/scheduler/sched-stats.html)."""
+    return int(text.split()[0]) / 1e9
 
 
 def parse_stat_cpu(text: str) -> float:
@@ -154,14 +175,14 @@ def parse_stat_cpu(text: str) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
 
-def demand_seconds(pid: int, proc: Path = Path("/proc")) -> float | None:
-    """Seconds process ``pid`` has wanted a CPU (running or runnable), over all
-    its threads; its CPU time where the kernel keeps no schedstats; None when it
-    is gone or there is no ``/proc``."""
+def cpu_seconds(pid: int, proc: Path = Path("/proc")) -> float | None:
+    """CPU seconds of process ``pid`` over all its threads (``schedstat``, in
+    nanoseconds; ``stat`` in clock ticks where the kernel keeps no schedstats);
+    None when it is gone or there is no ``/proc``."""
     try:
         tasks = list((proc / str(pid) / "task").iterdir())
         return sum(parse_schedstat((t / "schedstat").read_text()) for t in tasks)
-    except (OSError, ValueError):
+    except (OSError, ValueError, IndexError):
         pass
     try:
         return parse_stat_cpu((proc / str(pid) / "stat").read_text())
@@ -170,18 +191,17 @@ def demand_seconds(pid: int, proc: Path = Path("/proc")) -> float | None:
 
 
 @dataclass
-class DemandMeter:
-    """One child's CPU demand (share of wall time it wanted a core) over the
-    last completed window; time passed in."""
+class CpuMeter:
+    """One child's CPU share (cores) over the last completed window; time passed in."""
 
     mark_t: float
     mark: float | None
-    demand: float | None = None  # None until a whole window was measured
+    share: float | None = None  # None until a whole window was measured
 
     def sample(self, now: float, seconds: float | None, window_s: float) -> None:
-        if seconds is None or self.mark is None:  # unreadable: count it busy (the cautious side)
-            self.demand = 1.0
+        if seconds is None or self.mark is None:  # unreadable: count a whole core (the cautious side)
+            self.share = 1.0
             return
         if now - self.mark_t >= window_s:
-            self.demand = max(0.0, seconds - self.mark) / (now - self.mark_t)
+            self.share = max(0.0, seconds - self.mark) / (now - self.mark_t)
             self.mark_t, self.mark = now, seconds

@@ -212,7 +212,7 @@ class Throughput:
     pace: float | None  # aggregate tickets/s with ``live`` renderers in this burst; None: not measured yet
     rates: Mapping[int, float]  # recently measured aggregate tickets/s by renderers live
     ready: bool  # the last renderer added has been measured (or none was added in this burst)
-    cores_full: bool = False  # the backend's CPU cap is reached: another would only compete
+    cores_full: bool = False  # the renderers get the backend's cores: another would only compete
 
 
 def finished(lanes: list[LaneBacklog] | tuple[LaneBacklog, ...]) -> int | None:
@@ -260,7 +260,7 @@ def _throughput_rules(
         elif not tp.ready:
             burst += ", the last one added not measured yet"
         elif tp.cores_full:
-            burst += ", every core busy"
+            burst += ", the cores are full"
         elif tp.live < cfg.maximum:
             want = tp.live + 1
             burst += f": one more ({want})"

@@ -15,8 +15,8 @@ class BackendError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class BackendStatus:
     """``target``: replicas asked for; ``running``: replicas actually up;
-    ``cores_full``: the local backend runs as many busy renderers as its CPU cap
-    (another would only compete for the same cores)."""
+    ``cores_full``: the local backend's renderers get the cores of its CPU cap
+    (another would only compete for them)."""
 
     target: int
     running: int

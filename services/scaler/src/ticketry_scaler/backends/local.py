@@ -17,9 +17,10 @@ A command that is a console script of this environment (``ticketry-renderer``)
 is forked from a server that imported it once instead of exec'd: see
 ``prefork``.
 
-The count asked for is run up to a CPU cap: at most ``cpu_cap`` *busy*
-renderers (the cores this process may use, unless configured), measured from
-each child's CPU demand every ``cpu_window_s``; see ``ticketry_scaler.cpu``.
+The count asked for is run up to a CPU cap: past ``cpu_cap`` renderers (the
+cores this process may use, unless configured) only while they leave CPU
+unused, measured from each child's CPU time every ``cpu_window_s``; see
+``ticketry_scaler.cpu``.
 ``status().target`` stays what was asked, ``running`` what runs.
 """
 
@@ -42,7 +43,16 @@ from ticketry_scaler import metrics
 from ticketry_scaler.backends import BackendStatus
 from ticketry_scaler.backends.prefork import Prefork, console_entry, die_with_parent
 from ticketry_scaler.config import ScalerSettings
-from ticketry_scaler.cpu import BUSY_DEMAND, CPU_WINDOW_S, DemandMeter, cpu_allowed, demand_seconds, usable_cores
+from ticketry_scaler.cpu import (
+    CPU_WINDOW_S,
+    GROW_BELOW,
+    SHED_ABOVE,
+    CpuMeter,
+    cores_full,
+    cpu_allowed,
+    cpu_seconds,
+    usable_cores,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +87,7 @@ class _Child:
     consumer: str
     proc: ChildProcess
     started: float
-    meter: DemandMeter | None = None
+    meter: CpuMeter | None = None
 
     @property
     def alive(self) -> bool:
@@ -110,10 +120,12 @@ class LocalBackend:
         env: Mapping[str, str] | None = None,
         prefork: Prefork | None = None,
         cpu_cap: int | None = None,
-        busy_demand: float = BUSY_DEMAND,
         cpu_window_s: float = CPU_WINDOW_S,
+        grow_below: float = GROW_BELOW,
+        shed_above: float = SHED_ABOVE,
     ) -> None:
-        """``cpu_cap``: busy renderers at most (None: this process's usable cores; 0: no cap)."""
+        """``cpu_cap``: the cores renderers may fill (None: this process's usable
+        cores; 0: no cap); see ``ticketry_scaler.cpu``."""
         self._argv = resolve_command(argv)
         self._prefork = prefork
         self._instance = instance
@@ -123,7 +135,7 @@ class LocalBackend:
         self._poll_s = poll_s
         self._env = dict(os.environ if env is None else env)
         self._cap = usable_cores() if cpu_cap is None else cpu_cap
-        self._busy_demand, self._cpu_window_s = busy_demand, cpu_window_s
+        self._cpu_window_s, self._grow_below, self._shed_above = cpu_window_s, grow_below, shed_above
         self._wanted = minimum
         self._capped_at: int | None = None  # last count the cap held the fleet at (for the log)
         if 0 < self._cap < minimum:
@@ -164,17 +176,16 @@ class LocalBackend:
     async def status(self) -> BackendStatus:
         children = [s.child for s in self._slots.values() if s.child is not None]
         names = {c.consumer for c in children} | {c.consumer for c in self._draining.values()}
-        busy = self._busy()
         return BackendStatus(
             target=self._wanted,
             running=sum(1 for c in children if c.alive),
             consumers=frozenset(names),
-            cores_full=self._cap > 0 and busy is not None and busy >= self._cap,
+            cores_full=cores_full(self._used(), self._cap, self._grow_below),
         )
 
     @property
     def cpu_cap(self) -> int:
-        """Busy renderers this backend runs at most (0: no cap)."""
+        """The cores renderers may fill (0: no cap)."""
         return self._cap
 
     async def scale(self, replicas: int) -> None:
@@ -186,11 +197,13 @@ class LocalBackend:
 
     async def _resize(self) -> None:
         """Run as many slots as wanted and the CPU cap allows (lock held)."""
-        allowed = max(self._min, cpu_allowed(self._wanted, len(self._slots), self._busy(), self._cap))
+        used = self._used()
+        allowed = cpu_allowed(self._wanted, len(self._slots), used, self._cap, self._grow_below, self._shed_above)
+        allowed = max(self._min, allowed)
         if allowed < self._wanted and allowed != self._capped_at:
             log.info(
                 "cpu cap: fewer renderers than wanted",
-                extra={"running": allowed, "wanted": self._wanted, "busy": self._busy(), "cap": self._cap},
+                extra={"running": allowed, "wanted": self._wanted, "cpu_used": used, "cap": self._cap},
             )
         self._capped_at = allowed if allowed < self._wanted else None
         while len(self._slots) < allowed:
@@ -202,22 +215,22 @@ class LocalBackend:
             if child is not None and child.alive:
                 self._drain_later(child)
 
-    def _busy(self) -> int | None:
-        """Renderers that wanted a core at least ``busy_demand`` of the last
-        window; None while one of them has not been measured for a whole window.
-        A slot waiting to restart runs nothing: not busy."""
-        busy = 0
+    def _used(self) -> float | None:
+        """Cores the running renderers got over the last window; None while one
+        of them has not been measured for a whole window. A slot waiting to
+        restart runs nothing."""
+        used = 0.0
         for slot in self._slots.values():
             child = slot.child
             if child is None or not child.alive:
                 continue
-            if child.meter is None or child.meter.demand is None:
+            if child.meter is None or child.meter.share is None:
                 return None
-            busy += child.meter.demand >= self._busy_demand
-        return busy
+            used += child.meter.share
+        return used
 
     def _measure(self) -> None:
-        """Sample every live child's CPU demand (a new child starts its window)."""
+        """Sample every live child's CPU time (a new child starts its window)."""
         if self._cap <= 0:
             return
         now = time.monotonic()
@@ -225,9 +238,9 @@ class LocalBackend:
             child = slot.child
             if child is None or not child.alive:
                 continue
-            seconds = demand_seconds(child.proc.pid)
+            seconds = cpu_seconds(child.proc.pid)
             if child.meter is None:
-                child.meter = DemandMeter(now, seconds)
+                child.meter = CpuMeter(now, seconds)
             else:
                 child.meter.sample(now, seconds, self._cpu_window_s)
 
