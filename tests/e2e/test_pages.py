@@ -1,6 +1,6 @@
 """The pages people use, in a real headless Chromium against the real stack:
 the buyer's page at an order's ``status_page_url`` and the door scanner at
-``/scan`` (CONTRACT.md, Pages), and the order link that opens the first.
+``/scan`` (docs/contract.md, Pages), and the order link that opens the first.
 
 Every wait is for something to happen, bounded far above need (``WAIT_MS``);
 nothing is timed. The pages run under their real Content-Security-Policy, so
@@ -211,6 +211,28 @@ async def test_buyers_page_follows_50_tickets_through_a_notifier_restart(
             await page.reload()
             await expect(status).to_have_text("completed")
             await expect(page.locator("a[data-testid=ticket-link]")).to_have_count(50)
+
+
+async def test_buyers_page_shows_a_cancel_at_once(held: Stack, token: TokenFactory, tmp_path: Path) -> None:
+    org, buyer = token("pages-org-7", "organizer"), token("pages-buyer-7", "buyer")
+    async with httpx.AsyncClient(base_url=held.api_url, timeout=60) as api:
+        # Given an order still waiting for its renderer, its page open
+        event = await create_event(api, org, capacity=50)
+        for r in held.renderers:
+            await asyncio.to_thread(r.stop)
+        order = (await place_order(api, buyer, event["id"], 5)).json()
+        async with browser(tmp_path / "profile") as context:
+            page = await context.new_page()
+            sockets = Sockets(page)
+            await page.goto(order["status_page_url"])
+            await expect(page.get_by_test_id("order-progress")).to_have_text("0 / 5")
+            await sockets.wait_for("snapshot")
+            # When the buyer cancels it
+            assert (await api.post(f"/v1/orders/{order['id']}/cancel", headers=bearer(buyer))).status_code == 200
+            # Then the page says so, with no link to download
+            await expect(page.get_by_test_id("order-status")).to_have_text("cancelled")
+            await expect(page.locator("a[data-testid=ticket-link]")).to_have_count(0)
+            await expect(page.get_by_test_id("download-all")).to_have_count(0)
 
 
 async def test_an_order_link_opens_its_own_order_only(

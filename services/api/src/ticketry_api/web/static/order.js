@@ -282,15 +282,10 @@
       if (stopped || FINAL.has(status)) return;
       if (ev.code === 1000) { status = "cancelled"; cancelAll(); showProgress(); return; }
       if (ev.code === 4404) { stopped = true; notice("We could not find this order.", true); return; }
-      if (ev.code === 4401 && !/after=/.test(ev.reason || "")) {
+      if (ev.code === 4401) {
+        // The link expired (or was refused): a new socket would be refused too.
         stopped = true;
         notice("This link has expired. Open the link from your order confirmation again.", true);
-        return;
-      }
-      if (ev.code === 4401) {
-        // The link expired while open: the page's state is still right, polling is not possible.
-        stopped = true;
-        notice("This link has expired; the tickets above can still be downloaded until the page is closed.", true);
         return;
       }
       notice("Connection lost. Reconnecting…");
