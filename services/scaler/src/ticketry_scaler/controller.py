@@ -80,6 +80,7 @@ class Controller:
 
     async def tick(self) -> Observation | None:
         """One round; ``None`` when Redis or the backend could not be read (state held)."""
+        self._idle_at = None  # a failed tick waits a whole interval
         try:
             leading = await self._leader.tick()
             lanes = await observe.backlogs(self._redis, scan_cap=self._scan_cap)
