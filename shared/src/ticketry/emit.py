@@ -13,6 +13,7 @@ not announced, so ``order.cancelled`` is the order's last event.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -21,9 +22,13 @@ from redis.asyncio.client import Pipeline
 
 from ticketry import streams
 
-# KEYS: 1 ticket-events stream, 2 order done set, 3 order progress hash, 4 source stream
+# KEYS: 1 ticket-events stream, 2 order done set, 3 order progress hash, 4 source stream,
+#       5 dead-letter stream
 # ARGV: 1 group, 2 entry id to ack ('' = none), 3 ticket id, 4 counter field
-#       ('rendered' | 'failed'), 5 ttl seconds, 6.. event field/value pairs
+#       ('rendered' | 'failed'), 5 ttl seconds, 6 n = how many event field/value
+#       arguments follow, 7..6+n the event's, then (optional) the dead letter's
+#       field/value pairs: parked only with a fresh final event, so two renderers
+#       that both ran out of attempts on one request (a claim race) park it once
 _EMIT_LUA = """
 if redis.call('HEXISTS', KEYS[3], 'cancelled') == 1 then
   if ARGV[2] ~= '' then redis.call('XACK', KEYS[4], ARGV[1], ARGV[2]) end
@@ -39,14 +44,18 @@ if fresh == 1 then
   local failed = tonumber(p[3]) or 0
   local f = {}
   local occurred_at = ''
-  for i = 6, #ARGV do
+  local n = tonumber(ARGV[6])
+  for i = 7, 6 + n do
     f[#f + 1] = ARGV[i]
-    if ARGV[i] == 'occurred_at' and i % 2 == 0 then occurred_at = ARGV[i + 1] end
+    if ARGV[i] == 'occurred_at' and (i - 7) % 2 == 0 then occurred_at = ARGV[i + 1] end
   end
   for _, v in ipairs({'total', total, 'rendered', rendered, 'failed', failed}) do
     f[#f + 1] = v
   end
   ev = redis.call('XADD', KEYS[1], '*', unpack(f))
+  if #ARGV > 6 + n then
+    redis.call('XADD', KEYS[5], '*', unpack(ARGV, 7 + n, #ARGV))
+  end
   if total > 0 and rendered + failed == total and not redis.call('HGET', KEYS[3], 'completed') then
     local done = redis.call('XADD', KEYS[1], '*',
       'type', 'order.completed', 'v', '1', 'event_uuid', 'completed:' .. (p[4] or ''),
@@ -73,25 +82,31 @@ def queue_final(
     fields: list[str],
     source_stream: str = "",
     entry_id: str = "",
+    dead_letter: Mapping[str, str | bytes] | None = None,
 ) -> None:
     """Queue one final event (and the ack of ``entry_id``) on ``pipe``.
 
     ``fields`` come from :func:`ticketry.events.event_fields`; their
-    ``occurred_at`` is reused for ``order.completed``.
+    ``occurred_at`` is reused for ``order.completed``. ``dead_letter``: the
+    request parked in the dead-letter stream with the event, once.
     """
     keys = [
         streams.TICKET_EVENTS,
         streams.order_done(order_id),
         streams.order_progress(order_id),
         source_stream or streams.RENDER_STD,
+        streams.DEAD_LETTERS,
     ]
+    parked = [x for k, v in (dead_letter or {}).items() for x in (k, v)]
     args = [
         streams.RENDERERS_GROUP,
         entry_id,
         ticket_id,
         outcome,
         str(streams.PROGRESS_TTL_S),
+        str(len(fields)),
         *fields,
+        *parked,
     ]
     # EVAL with the body, not a registered script's EVALSHA: a pipeline holding
     # registered scripts asks SCRIPT EXISTS first on every execute, one more

@@ -260,15 +260,17 @@ class Worker:
             self.retry_due[(lane, entry_id)] = time.monotonic() + delay
             return
         metrics.DEAD_LETTERS.inc()
-        await self._dead_letter(pipe, lane, entry_id, req.to_fields(), reason, history, ack=False)
-        self._final(pipe, lane, entry_id, req, "failed", reason)
+        parked = self._dead_letter_fields(lane, entry_id, req.to_fields(), reason, history)
+        self._final(pipe, lane, entry_id, req, "failed", reason, parked)
 
     def _final(
         self, pipe: Pipeline, lane: str, entry_id: str, req: RenderRequest,
         outcome: Literal["rendered", "failed"], reason: str | None = None,
+        dead_letter: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
-        """Queue the ticket's final event (exactly once, see ``ticketry.emit``) and
-        the ack of its request; its retry bookkeeping ends here."""
+        """Queue the ticket's final event (exactly once, see ``ticketry.emit``),
+        its dead letter with it when it failed for good, and the ack of its
+        request; its retry bookkeeping ends here."""
         self.retry_due.pop((lane, entry_id), None)
         self.errors.pop(entry_id, None)
         queue_final(
@@ -284,6 +286,7 @@ class Worker:
             ),
             source_stream=lane,
             entry_id=entry_id,
+            dead_letter=dead_letter,
         )  # fmt: skip
 
     async def _dead_letter(
@@ -297,22 +300,30 @@ class Worker:
         *,
         ack: bool,
     ) -> None:
-        """Park the request with its reason and attempt history."""
-        payload: dict[Any, Any] = {as_text(k): v for k, v in fields.items()}
-        pipe.xadd(
-            streams.DEAD_LETTERS,
-            {
-                **payload,
-                "dlq_reason": reason,
-                "dlq_history": orjson.dumps(history),
-                "dlq_source": lane,
-                "dlq_entry": entry_id,
-                "dlq_consumer": self.consumer,
-                "dlq_at": str(time.time()),
-            },
-        )
-        if ack:  # otherwise the emit script that follows acks it
+        """Park a request that has no ticket to fail (undecodable, ids we never
+        issue) with its reason, and ack it."""
+        pipe.xadd(streams.DEAD_LETTERS, self._dead_letter_fields(lane, entry_id, fields, reason, history))  # type: ignore[arg-type]
+        if ack:
             pipe.xack(lane, streams.RENDERERS_GROUP, entry_id)
+
+    def _dead_letter_fields(
+        self,
+        lane: str,
+        entry_id: str,
+        fields: Mapping[bytes, bytes] | Mapping[str, bytes],
+        reason: str,
+        history: list[str],
+    ) -> dict[str, Any]:
+        """A dead letter: the request, its reason and attempt history, where it came from."""
+        return {
+            **{as_text(k): v for k, v in fields.items()},
+            "dlq_reason": reason,
+            "dlq_history": orjson.dumps(history),
+            "dlq_source": lane,
+            "dlq_entry": entry_id,
+            "dlq_consumer": self.consumer,
+            "dlq_at": str(time.time()),
+        }
 
     # -- claiming -----------------------------------------------------------------
 
