@@ -262,8 +262,9 @@
     resuming = Boolean(lastId);
     let ws;
     try {
-      // The link goes as a subprotocol: never in a URL, so never in a log.
-      ws = new WebSocket(url.toString(), ["bearer." + token]);
+      // The link goes as a subprotocol: never in a URL, so never in a log. With
+      // "ticketry" offered too, the server answers "ticketry", not the token.
+      ws = new WebSocket(url.toString(), ["ticketry", "bearer." + token]);
     } catch (e) {
       retry();
       return;
