@@ -126,8 +126,9 @@ class Prefork:
     def __init__(self, entry: str) -> None:
         self.entry = entry
         self._ctx = multiprocessing.get_context("forkserver")
-        # Read when the fork server starts (the first child), not after.
-        self._ctx.set_forkserver_preload([entry.partition(":")[0]])
+        # Read when the fork server starts (the first child), not after. Then
+        # forkwarm: the start-up work every child would repeat (see there).
+        self._ctx.set_forkserver_preload([entry.partition(":")[0], f"{__package__}.forkwarm"])
 
     async def start(self, env: Mapping[str, str]) -> Forked:
         # daemon: if the scaler ever exits without draining its renderers,
