@@ -80,6 +80,8 @@ class Admitter:
         dt = now - room.last_at if room.last_at else self.tick_s
         if room.last_used >= 0:
             room.used_per_s = max(st.used - room.last_used, 0) / max(dt, 1e-3)
+        else:  # this admitter's first tick (a new room, or taken over): assume buyers keep pace
+            room.used_per_s = st.rate
         room.last_used, room.last_at = st.used, now
         cap, shed = await store.api_capacity(self.redis, now_ms, fresh_ms=int(3000 * max(self.tick_s, 1.0)))
         signals = core.Signals(
