@@ -1,0 +1,146 @@
+"""The waiting room's Redis scripts against a real redis-server: one place per
+buyer under concurrency, early or late by Redis's clock, admission by
+compare-and-set over the exact next buyers, one order per permission."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from ticketry import streams
+from ticketry.ids import new_id
+from ticketry_api.waitingroom import core, store
+from ticketry_devstack.procs import free_port, redis_proc, wait_port
+
+EVENT = "ev_" + "ab" * 10
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    data: Path = tmp_path_factory.mktemp("room-redis")
+    proc = redis_proc(data, port, fsync="no").start()
+    try:
+        wait_port(port, 60, proc=proc.popen)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    await client.flushdb()
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def test_one_place_per_buyer_however_often_and_at_once(redis: Redis) -> None:
+    # Given a sale that has started, when one buyer joins 50 times at once
+    got = await asyncio.gather(
+        *(store.join(redis, EVENT, "alice", on_sale_ms=0, early=0.5, new_id=new_id("qu")) for _ in range(50))
+    )
+    # Then it holds one place: one queue id, one member, one new
+    assert len({j.queue_id for j in got}) == 1 and sum(j.new for j in got) == 1
+    assert await redis.zcard(streams.room_line(EVENT)) == 1
+    assert await redis.hgetall(streams.queue_place(got[0].queue_id)) == {b"event": EVENT.encode(), b"buyer": b"alice"}
+
+
+async def test_early_by_redis_clock_random_then_late_in_order(redis: Redis) -> None:
+    future = now_ms() + 3_600_000
+    early = [await store.join(redis, EVENT, f"e{i}", on_sale_ms=future, early=core.early_score(), new_id=new_id("qu"))
+             for i in range(20)]  # fmt: skip
+    assert all(j.score < 1 and not j.drawn for j in early)
+    # The same line once the sale started (an event whose on_sale_at passed)
+    late = await asyncio.gather(
+        *(store.join(redis, EVENT, f"l{i}", on_sale_ms=0, early=0.5, new_id=new_id("qu")) for i in range(30))
+    )
+    assert sorted(j.score for j in late) == [float(1 + n) for n in range(1, 31)]
+    assert all(j.drawn for j in late)
+    ranks = [j.rank for j in late]
+    assert min(ranks) == 20  # every late place behind every early one
+
+
+async def _line(redis: Redis, n: int) -> list[str]:
+    for i in range(n):
+        await store.join(redis, EVENT, f"b{i}", on_sale_ms=0, early=0.5, new_id=new_id("qu"))
+    return [f"b{i}" for i in range(n)]
+
+
+async def test_admission_is_compare_and_set_over_the_next_buyers(redis: Redis) -> None:
+    buyers = await _line(redis, 5)
+    exp = now_ms() + 60_000
+
+    def permits(names: list[str]) -> list[tuple[str, str, int]]:
+        return [(b, f"perm-{b}", exp) for b in names]
+
+    async def admit(expected: int, names: list[str], on_sale_ms: int = 0) -> int:
+        return await store.admit(
+            redis, EVENT, expected=expected, on_sale_ms=on_sale_ms, rate=10.0, carry=0.0, sold_out=False,
+            permits=permits(names),
+        )  # fmt: skip
+
+    # Not on sale yet by Redis's clock, a stale count, or not the next buyers: refused
+    assert await admit(0, buyers[:2], on_sale_ms=now_ms() + 60_000) == -1
+    assert await admit(3, buyers[:2]) == -2
+    assert await admit(0, buyers[1:3]) == -3
+    # The next two: admitted, their permissions out and on the update stream
+    assert await admit(0, buyers[:2]) == 2
+    assert await admit(0, buyers[2:3]) == -2  # raced
+    st = await store.read_state(redis, EVENT, now_ms())
+    assert (st.admitted, st.outstanding, st.waiting) == (2, 2, 3)
+    assert await redis.hget(streams.room_permits(EVENT), "b1") == f"perm-b1 {exp}".encode()
+    ticks: list[Any] = list(await redis.xrange(streams.room_updates(EVENT)) or [])
+    assert len(ticks) == 1 and ticks[0][1][b"admitted"] == b"2"
+    # A join after admission sees its permission
+    again = await store.join(redis, EVENT, "b0", on_sale_ms=0, early=0.5, new_id=new_id("qu"))
+    assert again.rank < again.admitted and again.permit == ("perm-b0", exp)
+
+
+async def test_a_permission_places_one_order(redis: Redis) -> None:
+    buyers = await _line(redis, 1)
+    exp = now_ms() + 60_000
+    assert (
+        await store.admit(
+            redis, EVENT, expected=0, on_sale_ms=0, rate=1.0, carry=0.0, sold_out=False,
+            permits=[(buyers[0], "p", exp)],
+        )
+        == 1
+    )  # fmt: skip
+    claims = await asyncio.gather(*(store.claim(redis, EVENT, buyers[0]) for _ in range(20)))
+    assert claims.count(True) == 1
+    await store.give_back(redis, EVENT, buyers[0], exp)  # that order was not accepted
+    assert await store.claim(redis, EVENT, buyers[0])
+    await store.used(redis, EVENT)
+    st = await store.read_state(redis, EVENT, now_ms())
+    assert (st.outstanding, st.used) == (0, 1)
+
+
+async def test_expired_permissions_are_pruned(redis: Redis) -> None:
+    buyers = await _line(redis, 2)
+    t = now_ms()
+    await store.admit(
+        redis, EVENT, expected=0, on_sale_ms=0, rate=1.0, carry=0.0, sold_out=False,
+        permits=[(buyers[0], "p0", t + 1_000), (buyers[1], "p1", t + 60_000)],
+    )  # fmt: skip
+    assert (await store.read_state(redis, EVENT, t)).outstanding == 2
+    assert (await store.read_state(redis, EVENT, t + 2_000)).outstanding == 1
+
+
+async def test_the_admitter_lock_has_one_holder(redis: Redis) -> None:
+    got = await asyncio.gather(*(store.hold_lock(redis, EVENT, f"api-{i}") for i in range(10)))
+    assert got.count(True) == 1
+    holder = f"api-{got.index(True)}"
+    assert await store.hold_lock(redis, EVENT, holder)  # renewed by its holder
+    assert not await store.hold_lock(redis, EVENT, "api-x")
