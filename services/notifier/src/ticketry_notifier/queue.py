@@ -249,6 +249,19 @@ class Rooms:
 
 async def queue_progress(ws: WebSocket) -> None:
     """The socket of a place in line (its buyer only)."""
+    try:
+        await _queue_progress(ws)
+    except SEND_ERRORS:
+        pass  # the client went
+    except RedisError as exc:
+        log.warning("queue socket: redis unavailable", extra={"error": str(exc)[:200]})
+        await _close(ws, handshake.UNAVAILABLE)
+    except Exception:
+        log.exception("queue socket failed", extra={"queue_id": ws.path_params.get("queue_id")})
+        await _close(ws, handshake.INTERNAL)
+
+
+async def _queue_progress(ws: WebSocket) -> None:
     app = ws.app.state.notifier
     rooms: Rooms = ws.app.state.rooms
     creds = handshake.credentials(ws.scope.get("subprotocols", []), ws.query_params.get("token"))
@@ -269,7 +282,7 @@ async def queue_progress(ws: WebSocket) -> None:
         await _close(ws, refused)
         return
     sock = QueueSocket(ws, queue_id, event_id, buyer)
-    watch = rooms.subscribe(sock)
+    rooms.subscribe(sock)
     try:
         async with rooms.redis.pipeline(transaction=False) as pipe:
             pipe.hmget(streams.room_state(event_id), ["admitted", "rate", "at", "sold_out", "drawn", "on_sale_ms"])
@@ -296,16 +309,10 @@ async def queue_progress(ws: WebSocket) -> None:
             closed.cancel()
             if receive.result()["type"] == "websocket.disconnect":
                 return
-    except RedisError as exc:
-        log.warning("queue socket: redis unavailable", extra={"error": str(exc)[:200]})
-        await _close(ws, handshake.UNAVAILABLE)
-    except SEND_ERRORS:
-        pass
     finally:
         sock.stop()
         rooms.unsubscribe(sock)
         app.hub.release(who.sub)
-        del watch
 
 
 async def _close(ws: WebSocket, close: Close) -> None:
