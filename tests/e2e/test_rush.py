@@ -184,7 +184,7 @@ async def test_places_unique_random_among_early_arrivals_in_order_after(
     assert late_pos == sorted(late_pos) and len(set(late_pos)) == len(late_pos)
     assert max(early_pos) < min(late_pos)
     rho = rank_correlation(list(range(len(early_pos))), early_pos)
-    assert abs(rho) < 0.5, f"early places follow arrival order (rho {rho:.2f})"
+    assert abs(rho) < 0.6, f"early places follow arrival order (rho {rho:.2f})"  # random: |rho| ~ 0.1
 
 
 async def test_orders_of_a_room_need_the_buyers_own_permission(api: httpx.AsyncClient, token: TokenFactory) -> None:
