@@ -243,6 +243,14 @@ def _tp(live: int, pace: float | None = None, rates: dict[int, float] | None = N
         (3000, 650.0, _tp(2, ready=False), TP, 2, "not measured yet"),
         # measured: two make 391/s, 1500 left last 3.8 s: a third
         (1500, 650.0, _tp(2, pace=391.0, rates={2: 391.0}), TP, 3, "one more (3)"),
+        # the local backend's cores (its CPU cap) are there to fill: all of them at once
+        (2000, 650.0, replace(_tp(1), cores=4), PolicyConfig(1, 8, 20.0, 200.0), 4, "free cores, 4 at once"),
+        (2000, 650.0, replace(_tp(1), cores=8), TP, 4, "free cores, 4 at once"),  # but not past max
+        # … not past a plateau, and past them one at a time
+        (9000, 650.0, replace(_tp(1, rates={1: 300.0, 2: 310.0}), cores=4), PolicyConfig(1, 8, 20.0, 200.0), 1,
+         "none added past the plateau"),
+        (9000, 650.0, replace(_tp(4, pace=1400.0, rates={4: 1400.0}), cores=4), PolicyConfig(1, 8, 20.0, 200.0), 5,
+         "one more (5)"),
         # the renderers have the cores (the local backend's CPU cap): the two are held, no third
         (1500, 650.0, replace(_tp(2, pace=391.0, rates={2: 391.0}), cores_full=True), TP, 2, "the cores are full"),
         # the measured pace, not the capacity, says how long it lasts: 700 at 391/s is 1.8 s
@@ -259,7 +267,8 @@ def _tp(live: int, pace: float | None = None, rates: dict[int, float] | None = N
         (5000, 650.0, _tp(4, pace=1200.0, rates={4: 1200.0}), TP, 4, "with 4 live"),
     ],
     ids=[
-        "idle", "short", "burst-start", "burst-unmeasured", "wait-for-measure", "next-one", "cores-full", "pace-short",
+        "idle", "short", "burst-start", "burst-unmeasured", "wait-for-measure", "next-one", "to-the-cores",
+        "to-the-cores-max", "to-the-cores-plateau", "past-the-cores", "cores-full", "pace-short",
         "plateau", "plateau-bounds-drain", "plateau-min", "at-max",
     ],
 )  # fmt: skip

@@ -98,7 +98,7 @@ class Controller:
         lag = sum(lane_lag(lane) for lane in lanes)
         if self._meter is not None:
             self._meter.observe(now, finished(lanes), len(beats), waiting=lag > 0)
-            throughput = replace(self._meter.view(), cores_full=status.cores_full)
+            throughput = replace(self._meter.view(), cores=status.cpu_cap, cores_full=status.cores_full)
         rec = recommend(lanes, [b.rate for b in beats], status.running, self._cfg, throughput)
         idle = rec.lag + rec.pending == 0 and all(lane.last_delivered for lane in lanes)
         self._idle_at = {lane.stream: lane.last_delivered or "$" for lane in lanes} if idle else None

@@ -29,10 +29,11 @@ finish per second (``XINFO GROUPS`` ``entries-read`` minus ``pending``, summed o
 the lanes; :class:`ThroughputMeter`):
 
 * **burst**: while the backlog would last longer than ``burst_s`` at the current
-  pace, one more renderer than are live, the first of a burst at once, each
-  next one only once the last one's effect has been measured and while the
-  backend has a core free (``BackendStatus.cores_full``): a short burst on idle
-  cores is worth a renderer even when the drain target is met;
+  pace, as many renderers as the backend has cores (its CPU cap) at once; past
+  that one more at a time (the first of a burst at once), each only once the
+  last one's effect has been measured and while the renderers leave CPU unused
+  (``BackendStatus.cores_full``): a short burst on idle cores is worth
+  renderers even when the drain target is met;
 * **plateau** (:func:`plateau`): the renderer count past which the last one added
   did not raise the aggregate rate by ``min_gain`` is a ceiling for every rule,
   until its measurement ages out (``keep_s``) and a later burst may probe again.
@@ -212,6 +213,7 @@ class Throughput:
     pace: float | None  # aggregate tickets/s with ``live`` renderers in this burst; None: not measured yet
     rates: Mapping[int, float]  # recently measured aggregate tickets/s by renderers live
     ready: bool  # the last renderer added has been measured (or none was added in this burst)
+    cores: int = 0  # the backend's CPU cap (0: none): up to it the cores are there to fill
     cores_full: bool = False  # the renderers get the backend's cores: another would only compete
 
 
@@ -255,7 +257,10 @@ def _throughput_rules(
         # else hold the live ones (the drain rule may ask for fewer meanwhile).
         burst = f"; burst: {lasts:.1f}s of work at {pace:.0f}/s with {tp.live} live"
         want = tp.live
-        if ceiling is not None and tp.live >= ceiling:
+        if tp.live < tp.cores and (ceiling is None or tp.live < ceiling):
+            want = min(tp.cores, cfg.maximum, ceiling or tp.cores)
+            burst += f": free cores, {want} at once"
+        elif ceiling is not None and tp.live >= ceiling:
             burst += ", none added past the plateau"
         elif not tp.ready:
             burst += ", the last one added not measured yet"

@@ -15,12 +15,13 @@ class BackendError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class BackendStatus:
     """``target``: replicas asked for; ``running``: replicas actually up;
-    ``cores_full``: the local backend's renderers get the cores of its CPU cap
-    (another would only compete for them)."""
+    ``cpu_cap``: the cores the local backend's renderers may fill (0: no cap);
+    ``cores_full``: its renderers get those cores (another would only compete)."""
 
     target: int
     running: int
     consumers: frozenset[str] = field(default_factory=frozenset)
+    cpu_cap: int = 0
     cores_full: bool = False
 
 

@@ -14,6 +14,7 @@ stay shared.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 
@@ -21,10 +22,8 @@ import importlib
 STARTUP_MODULES = ("uvloop", "anyio._backends._asyncio")
 
 for _name in STARTUP_MODULES:
-    try:
+    with contextlib.suppress(ImportError):  # not every preloaded command uses them
         importlib.import_module(_name)
-    except ImportError:  # not every preloaded command uses them
-        pass
 
 gc.collect()
 gc.freeze()

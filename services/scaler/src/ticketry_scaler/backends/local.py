@@ -180,6 +180,7 @@ class LocalBackend:
             target=self._wanted,
             running=sum(1 for c in children if c.alive),
             consumers=frozenset(names),
+            cpu_cap=self._cap,
             cores_full=cores_full(self._used(), self._cap, self._grow_below),
         )
 
