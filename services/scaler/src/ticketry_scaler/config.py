@@ -55,8 +55,9 @@ class ScalerSettings(CommonSettings):
     # An added renderer must raise the aggregate rate by this share of the average
     # renderer's, or the count before it is a ceiling (a plateau).
     scaler_min_gain: float = Field(default=0.25, ge=0)
-    # A rate is measured over this long with the same live renderers (plus 1 s to settle).
-    scaler_rate_window_s: float = Field(default=3.0, gt=0)
+    # A rate is measured over this long with the same live renderers (plus 1 s to
+    # settle): two ticks, ~600 tickets at a 2-core machine's pace, batches of 32.
+    scaler_rate_window_s: float = Field(default=2.0, gt=0)
     # When XINFO GROUPS reports lag as NULL, count undelivered entries up to this many.
     scaler_lag_scan_cap: int = Field(default=10_000, ge=1)
     # Instance name: leader-lock holder and prefix of the local renderers' consumer names.
