@@ -15,6 +15,8 @@ default of 100 connections the rest failed with 500. So:
 * a request past the bound waits in a FIFO queue only while its expected wait
   (its place in the queue over the measured rate) is within
   ``TICKETRY_ORDER_QUEUE_S``, and at most ``TICKETRY_MAX_QUEUED_ORDERS`` wait;
+  one that still has no slot after 1.5 times that (the rate fell meanwhile)
+  is shed then;
 * every other request is answered ``503`` problem+json with ``Retry-After``
   (the time to drain what is ahead) before its body is even parsed.
 
@@ -148,7 +150,7 @@ class Admission:
         try:
             # The estimate may be wrong (the api slowed down meanwhile): never
             # wait much longer than it promised.
-            await asyncio.wait_for(asyncio.shield(waiter), timeout=2 * self.queue_s + 1)
+            await asyncio.wait_for(asyncio.shield(waiter), timeout=1.5 * self.queue_s + 0.5)
         except TimeoutError:
             if waiter.done():  # the slot came just now: keep it
                 return
