@@ -111,3 +111,13 @@ async def test_a_cancelled_waiter_gives_its_place_up() -> None:
     await second  # the slot skipped the cancelled waiter
     adm.leave(accepted=True)
     assert adm.inflight == 0 and not adm.waiters
+
+
+async def test_a_waiter_whose_slot_never_comes_is_shed_not_failed() -> None:
+    # Given the one slot held for good and a queue that promises a short wait
+    adm = Admission(1, max_queued=5, queue_s=0.1, initial_rate=100.0)
+    await adm.enter()
+    # When a waiter's bound (1.5 x the promise + 0.5 s) passes, it gets Shed (a 503), nothing else
+    with pytest.raises(Shed):
+        await adm.enter()
+    assert not adm.waiters and adm.shed == 1 and adm.inflight == 1

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 
 import orjson
 from prometheus_client import Counter, Gauge
+from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.backoff import ExponentialBackoff
 from redis.driver_info import DriverInfo
-from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 from starlette.types import ASGIApp, Receive, Scope, Send
 from ticketry.db import BudgetRetry
 
@@ -151,7 +151,7 @@ class Admission:
             # The estimate may be wrong (the api slowed down meanwhile): never
             # wait much longer than it promised.
             await asyncio.wait_for(asyncio.shield(waiter), timeout=1.5 * self.queue_s + 0.5)
-        except TimeoutError:
+        except TimeoutError:  # the builtin (asyncio's), not redis's
             if waiter.done():  # the slot came just now: keep it
                 return
             waiter.cancel()
@@ -253,7 +253,7 @@ def bounded_redis(url: str, *, max_connections: int, wait_s: float, timeout_s: f
         max_connections=max_connections,
         timeout=wait_s,
         retry=BudgetRetry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
-        retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
+        retry_on_error=[redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError],
         health_check_interval=15,
         socket_timeout=timeout_s,
         socket_connect_timeout=5.0,
