@@ -121,3 +121,22 @@ async def test_a_waiter_whose_slot_never_comes_is_shed_not_failed() -> None:
     with pytest.raises(Shed):
         await adm.enter()
     assert not adm.waiters and adm.shed == 1 and adm.inflight == 1
+
+
+async def test_waiters_the_measured_rate_cannot_serve_in_time_are_shed_at_once() -> None:
+    # Given 20 waiters queued at a measured 4 orders/s (each promised at most 5 s)
+    adm = Admission(1, max_queued=100, queue_s=5.0, initial_rate=4.0, clock=Clock())
+    await adm.enter()
+    waiting = [asyncio.create_task(adm.enter()) for _ in range(20)]
+    await asyncio.sleep(0)
+    assert len(adm.waiters) == 20
+    # When the rate turns out to be 1/s: a waiter's bound (1.5 x 5 s + 0.5 s) holds 8 of them
+    adm.meter.capacity = 1.0
+    adm.leave(accepted=True)
+    # Then the first waiter has the slot, the next 8 still wait, the newest 11 are shed at once
+    assert adm.shed == 11 and len(adm.waiters) == 8
+    for _ in range(9):  # the slot, then the 8, served in turn
+        adm.leave(accepted=True)
+    done = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(d is None for d in done[:9]) and all(isinstance(d, Shed) for d in done[9:])
+    assert adm.inflight == 0

@@ -179,12 +179,25 @@ class Admission:
             waiter = self.waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)  # the slot passes on: inflight unchanged
+                self._trim(now)
                 QUEUED.set(len(self.waiters))
                 return
         self.inflight -= 1
         INFLIGHT.set(self.inflight)
         QUEUED.set(0)
         CAPACITY.set(self.meter.capacity)
+
+    def _trim(self, now: float) -> None:
+        """Shed the newest waiters at once when the rate measured meanwhile says
+        they would wait past their bound anyway (the rate a queue was filled at
+        may have been a good second's): a 503 now, not one after 3.5 s."""
+        keep = max(1, math.floor(self.meter.rate(now) * (1.5 * self.queue_s + 0.5)))
+        while len(self.waiters) > keep:
+            waiter = self.waiters.pop()
+            if not waiter.done():
+                self.shed += 1
+                SHED.inc()
+                waiter.set_exception(Shed(self.retry_after(self.inflight + len(self.waiters))))
 
     def _forget(self, waiter: asyncio.Future[None]) -> None:
         with contextlib.suppress(ValueError):  # handed a slot meanwhile
