@@ -55,8 +55,10 @@ async def lane_backlog(redis: Redis, stream: str, group: str, *, scan_cap: int) 
         return LaneBacklog(stream=stream, lag=length, pending=0, length=length, entries_read=0)
     lag = info.get("lag")
     pending = int(info.get("pending") or 0)
-    read = info.get("entries-read")  # Redis >= 7.0; NULL when it cannot tell
+    read = info.get("entries-read")  # Redis >= 7.0; NULL when it cannot tell …
     last = as_text(info.get("last-delivered-id") or "0-0")
+    if read is None and last == "0-0":  # … and when the group never delivered anything: none
+        read = 0
     undelivered: int | None = None
     if lag is None:
         # Redis could not compute the lag (see policy.py); count what is past the
