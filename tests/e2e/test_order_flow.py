@@ -13,7 +13,16 @@ from ticketry_devstack.procs import Stack
 
 from tests.chaos.support import redis_of, wait_until
 from tests.conftest import TokenFactory
-from tests.helpers import bearer, checkin_list, collect_progress, create_event, decode_qr, place_order, scan
+from tests.helpers import (
+    bearer,
+    checkin_list,
+    collect_progress,
+    create_event,
+    decode_qr,
+    place_order,
+    scan,
+    wait_rendered,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -40,11 +49,7 @@ async def test_twenty_tickets_render_and_check_in_once(api: httpx.AsyncClient, t
     assert [m["rendered"] for m in rendered] == sorted(m["rendered"] for m in rendered)
 
     # And the read model catches up
-    for _ in range(100):
-        got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()
-        if got["status"] == "completed":
-            break
-        await asyncio.sleep(0.1)
+    got = await wait_rendered(api, order["id"], buyer)
     assert got["status"] == "completed" and got["rendered"] == 20
     assert {t["status"] for t in got["tickets"]} == {"rendered"}
 
