@@ -17,7 +17,7 @@ from ticketry_api.capacity import Head
 from ticketry_api.deps import AnyUser, State, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.orders import minor_to_decimal, request_designs
-from ticketry_api.routes.orders import order_summary
+from ticketry_api.routes.orders import order_summary, summary_of
 from ticketry_api.schemas import (
     CheckinListIn,
     CheckinListOut,
@@ -90,11 +90,9 @@ async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
 async def list_events(who: Organizer, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT) -> Page[EventOut]:
     """The caller's own events (admin: all), oldest first."""
     query: dict[str, object] = {} if who.is_admin else {"organizer_id": who.sub}
-    if (after := pages.decode(cursor)) is not None:
-        query["_id"] = {"$gt": after}
-    found = await Event.find(query).sort("_id").limit(limit + 1).to_list()
-    items = [event_out(e, await capacity.sold(e.id)) for e in found[:limit]]
-    return Page(items=items, next=pages.encode(found[limit - 1].id) if len(found) > limit else None)
+    found, nxt = await pages.by_id(Event.get_pymongo_collection(), query, cursor, limit)
+    events = [Event.model_validate(d) for d in found]
+    return Page(items=[event_out(e, await capacity.sold(e.id)) for e in events], next=nxt)
 
 
 async def own_event(event_id: str, who: Principal) -> Event:
@@ -120,12 +118,8 @@ async def event_orders(
     """The orders of an event the caller organises, oldest id first."""
     event = await own_event(event_id, who)
     query: dict[str, object] = {"event_id": event.id, "status": {"$ne": "abandoned"}}
-    if (after := pages.decode(cursor)) is not None:
-        query["_id"] = {"$gt": after}
-    col = Order.get_pymongo_collection()
-    found = await col.find(query, ORDER_SUMMARY).sort("_id", 1).limit(limit + 1).to_list()
-    items = [order_summary(Order.model_validate({**d, "ticket_ids": []}), event) for d in found[:limit]]
-    return Page(items=items, next=pages.encode(found[limit - 1]["_id"]) if len(found) > limit else None)
+    found, nxt = await pages.by_id(Order.get_pymongo_collection(), query, cursor, limit, ORDER_SUMMARY)
+    return Page(items=[order_summary(summary_of(d), event) for d in found], next=nxt)
 
 
 @router.post(

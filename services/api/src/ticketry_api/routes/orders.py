@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query
 from ticketry.auth import Principal
@@ -88,6 +88,12 @@ async def create_order(
     )
 
 
+def summary_of(doc: dict[str, Any]) -> Order:
+    """An order read with ``ORDER_SUMMARY`` (without its per-ticket lists)."""
+    order: Order = Order.model_validate({**doc, "ticket_ids": []})
+    return order
+
+
 def order_summary(order: Order, event: Event) -> OrderSummary:
     status = order.status if order.status == "cancelled" else "processing"
     return OrderSummary(
@@ -110,16 +116,12 @@ async def list_orders(
     query: dict[str, object] = {"owner_id": who.sub}
     if event_id is not None:
         query["event_id"] = event_id
-    if (after := pages.decode(cursor)) is not None:
-        query["_id"] = {"$gt": after}
-    col = Order.get_pymongo_collection()
-    found = await col.find(query, ORDER_SUMMARY).sort("_id", 1).limit(limit + 1).to_list()
+    found, nxt = await pages.by_id(Order.get_pymongo_collection(), query, cursor, limit, ORDER_SUMMARY)
     items = []
-    for d in found[:limit]:
-        order = Order.model_validate({**d, "ticket_ids": []})
+    for order in map(summary_of, found):
         if (event := await event_of(order.event_id)) is not None:
             items.append(order_summary(order, event))
-    return Page(items=items, next=pages.encode(found[limit - 1]["_id"]) if len(found) > limit else None)
+    return Page(items=items, next=nxt)
 
 
 async def visible_order(order_id: str, who: Principal) -> tuple[Order, Event]:
@@ -129,7 +131,7 @@ async def visible_order(order_id: str, who: Principal) -> tuple[Order, Event]:
     # a ticket's id is its order's and its place (``ids.ticket_id``).
     col = Order.get_pymongo_collection()
     doc = await col.find_one({"_id": order_id}, ORDER_SUMMARY) if is_valid_id(order_id, "or") else None
-    order = Order.model_validate({**doc, "ticket_ids": []}) if doc is not None else None
+    order = summary_of(doc) if doc is not None else None
     event = await event_of(order.event_id) if order is not None else None
     if order is None or event is None or not is_placed(order.status):
         raise Problem(404, "order not found")
