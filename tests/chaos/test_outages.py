@@ -216,6 +216,26 @@ async def test_a_dependency_killed_under_order_traffic(tmp_path: Path, token: To
                     for oid, o in live.items()
                 )
                 in_flight = await redis.zcard(streams.ORDERS_IN_FLIGHT)
+                # What the last look saw, printed when the deadline passes
+                figures["last_seen"] = {
+                    "live": len(live),
+                    "not_done": {
+                        oid: (outcomes.get(oid) or {}).get("status")
+                        for oid in live
+                        if not ((s := outcomes.get(oid)) and s["status"] == "completed")
+                    },
+                    "in_flight": in_flight,
+                    "sold": sold,
+                    "live_tickets": sum(o["quantity"] for o in live.values()),
+                    "groups": {
+                        key: [
+                            {k: g[k] for k in ("name", "pending", "lag", "last-delivered-id") if k in g}
+                            for g in await redis.xinfo_groups(key)
+                        ]
+                        for key in (*streams.RENDER_LANES, streams.TICKET_EVENTS)
+                        if await redis.exists(key)
+                    },
+                }
                 return done and in_flight == 0 and sold == sum(o["quantity"] for o in live.values())
 
             await wait_until(settled, SETTLE_DEADLINE_S, interval_s=1.0)

@@ -213,6 +213,18 @@ def as_text(value: Any) -> str:
 Entry = tuple[bytes, dict[bytes, bytes]]
 
 
+def next_cursor(cursor: str, entries: list[Entry]) -> str:
+    """Where a consumer's next XREADGROUP reads after one that gave ``entries``.
+
+    A consumer starts (and restarts after a failed batch) at ``"0"``: its own
+    pending entries, in batches from the last one read. A read that gives none
+    means they are done, and from then on ``">"``: new entries. (Staying on an
+    id after that would read an empty history forever, without blocking.)"""
+    if cursor == ">":
+        return ">"
+    return entries[-1][0].decode() if entries else ">"
+
+
 def entries_of(resp: Any) -> list[Entry]:
     """The entries of a single-stream XREAD/XREADGROUP reply (or an XRANGE/XCLAIM list)."""
     if not resp:

@@ -31,7 +31,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 from ticketry import streams
-from ticketry.db import ensure_group, entries_of
+from ticketry.db import ensure_group, entries_of, next_cursor
 from ticketry.documents import OrderState, TicketState
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
@@ -189,14 +189,9 @@ async def run_projector(
                 count=batch, block=1000,
             )  # fmt: skip
             entries = entries_of(resp)
-            if cursor == "0" and not entries:
-                cursor = ">"
-                continue
-            if not entries:
-                continue
-            await fold_and_ack(redis, entries)
-            if cursor != ">":
-                cursor = entries[-1][0].decode()
+            if entries:
+                await fold_and_ack(redis, entries)
+            cursor = next_cursor(cursor, entries)
         except (ConnectionError, TimeoutError) as exc:
             log.warning("projector: redis unavailable, retrying", extra={"error": str(exc)})
             await asyncio.sleep(0.5)

@@ -24,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
-from ticketry.db import Entry, entries_of
+from ticketry.db import Entry, entries_of, next_cursor
 from ticketry.documents import Order
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.webhook_documents import WebhookEndpoint
@@ -131,12 +131,9 @@ async def run_dispatcher(
                 streams.WEBHOOKS_GROUP, consumer, {streams.TICKET_EVENTS: cursor}, count=BATCH, block=1000
             )
             entries = entries_of(resp)
-            if not entries:
-                cursor = ">"
-                continue
-            await dispatch(redis, entries)
-            if cursor != ">":
-                cursor = entries[-1][0].decode()
+            if entries:
+                await dispatch(redis, entries)
+            cursor = next_cursor(cursor, entries)
         except (RedisConnectionError, RedisTimeoutError) as exc:
             log.warning("webhooks: redis unavailable, retrying", extra={"error": str(exc)})
             await asyncio.sleep(0.5)

@@ -1,0 +1,64 @@
+"""A consumer's way from its own pending entries to new ones (``db.next_cursor``),
+against a real redis-server: after a failed batch it re-reads what it holds, in
+batches, and then reads new entries again. (The projector once stayed on the id
+of its last pending entry after a store outage: empty reads, never a new event.)"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+from ticketry.db import Entry, ensure_group, entries_of, next_cursor
+
+STREAM, GROUP, CONSUMER = "test:cursor", "folders", "c1"
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    await client.flushdb()
+    await ensure_group(client, STREAM, GROUP)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def read(redis: Redis, cursor: str) -> list[Entry]:
+    resp = await redis.xreadgroup(GROUP, CONSUMER, {STREAM: cursor}, count=2, block=100)
+    return entries_of(resp)
+
+
+def test_pending_batches_then_new_entries() -> None:
+    e = [(b"1-0", {}), (b"2-0", {})]
+    assert next_cursor("0", e) == "2-0"  # more of our own pending, after the last read
+    assert next_cursor("2-0", []) == ">"  # none left: new ones from now on
+    assert next_cursor("0", []) == ">"
+    assert next_cursor(">", e) == ">" and next_cursor(">", []) == ">"
+
+
+async def test_a_consumer_that_failed_a_batch_reads_its_pending_then_new_entries(redis: Redis) -> None:
+    # Given a consumer holding 5 delivered, unacked entries (its batch failed)
+    held = [await redis.xadd(STREAM, {"n": str(i)}) for i in range(5)]
+    assert [e[0] for e in await read(redis, ">")] + [e[0] for e in await read(redis, ">")] + [
+        e[0] for e in await read(redis, ">")
+    ] == held
+    # And a new entry that arrived meanwhile
+    new = await redis.xadd(STREAM, {"n": "new"})
+
+    # When it starts over at "0" and follows next_cursor, acking what it folds
+    cursor, seen = "0", []
+    for _ in range(10):
+        entries = await read(redis, cursor)
+        if entries:
+            seen += [e[0] for e in entries]
+            await redis.xack(STREAM, GROUP, *[e[0] for e in entries])
+        cursor = next_cursor(cursor, entries)
+        if new in seen:
+            break
+
+    # Then it re-read each held entry once, in order, and then got the new one
+    assert seen == [*held, new]
+    assert cursor == ">"
+    assert (await redis.xpending(STREAM, GROUP))["pending"] == 0
