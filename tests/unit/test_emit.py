@@ -4,7 +4,7 @@ cancelled order gets no further event."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,18 +12,6 @@ from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.emit import announce_cancelled, queue_final
 from ticketry.events import event_fields
-from ticketry_devstack.procs import free_port, redis_proc, wait_port
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    proc = redis_proc(tmp_path_factory.mktemp("emit-redis") / "data", port).start()
-    try:
-        wait_port(port, 60, proc.popen)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ Redis)."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -29,7 +29,6 @@ from ticketry.events import (
     event_fields,
 )
 from ticketry.ids import new_id, ticket_ids
-from ticketry_devstack.procs import free_port, redis_proc, wait_port
 
 ORDER = new_id("or")
 TICKETS = ticket_ids(ORDER, 2)
@@ -136,17 +135,6 @@ def test_ticket_events_both_ways_and_a_newer_major_refused() -> None:
 
 
 # -- the renderer dead-letters a newer major version at once, with the reason -------
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    proc = redis_proc(tmp_path_factory.mktemp("versions-redis"), port).start()
-    try:
-        wait_port(port, 60, proc.popen)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

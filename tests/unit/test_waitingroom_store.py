@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,21 +14,8 @@ from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.ids import new_id
 from ticketry_api.waitingroom import core, store
-from ticketry_devstack.procs import free_port, redis_proc, wait_port
 
 EVENT = "ev_" + "ab" * 10
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    data: Path = tmp_path_factory.mktemp("room-redis")
-    proc = redis_proc(data, port, fsync="no").start()
-    try:
-        wait_port(port, 60, proc=proc.popen)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

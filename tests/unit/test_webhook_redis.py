@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import orjson
 import pytest
@@ -19,18 +18,6 @@ from ticketry_api.webhooks import deadletters
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.models import Delivery
 from ticketry_api.webhooks.sender import Sender
-from ticketry_devstack.procs import free_port, redis_proc, wait_port
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    proc = redis_proc(Path(tmp_path_factory.mktemp("webhook-redis")), port).start()
-    try:
-        wait_port(port, 60, proc.popen)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -25,11 +26,34 @@ REPO = Path(__file__).resolve().parents[4]
 BIN = REPO / ".bin"
 
 
+# Ports for our servers come from below the kernel's ephemeral range: a port
+# the kernel handed out with bind(0) can be taken as the local port of any
+# outgoing connection before our server binds it (EADDRINUSE, seen under
+# concurrent suites); one below the range is only ever taken by a listener.
+PORTS_FROM = 20_000
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A port on 127.0.0.1 that nothing listens on now, outside the ephemeral range."""
+    rng = random.SystemRandom()
+    top = _ephemeral_start()
+    for _ in range(200):
+        port = rng.randrange(PORTS_FROM, top) if top > PORTS_FROM else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            chosen: int = s.getsockname()[1]
+            return chosen
+    raise RuntimeError("no free port on 127.0.0.1")
 
 
 def wait_port(port: int, timeout_s: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
