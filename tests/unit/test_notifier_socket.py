@@ -2,7 +2,8 @@
 writing what the api and the renderers write (progress hashes, ticket events),
 so each socket behaviour is driven exactly: text frames, resume, the
 ``order.cancelled`` relay, malformed ``after=``, the token in the subprotocol,
-the bounds per buyer and per process, token expiry, and a slow consumer.
+the bounds per buyer and per process, token expiry (of a queue place's socket
+too), and a slow consumer.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -27,6 +29,7 @@ from ticketry.auth import issue_token
 from ticketry.db import as_text
 from ticketry.ids import new_id
 from ticketry.settings import DEV_JWT_SECRET
+from ticketry_api.waitingroom import store
 from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port
 from websockets.typing import Subprotocol
 
@@ -317,6 +320,23 @@ async def test_the_socket_closes_when_its_token_expires(world: World) -> None:
         code, reason, seen = await closed(ws, 120)
     assert seen == []
     assert (code, reason) == (4401, f"token expired; reconnect with a fresh token and after={snap['id']}")
+
+
+async def test_a_queue_socket_closes_when_its_token_expires(world: World) -> None:
+    # Given a place in a waiting room whose sale starts in an hour (made by the api's join script)
+    place = await store.join(
+        world.redis, new_id("ev"), "ivy", on_sale_ms=int(time.time() * 1000) + 3_600_000, early=0.5,
+        new_id=new_id("qu"),
+    )  # fmt: skip
+    url = f"{world.base}/v1/queue/{place.queue_id}/progress?token={token('ivy', ttl_s=10)}"
+    # When its buyer follows it with a token that expires in 10 s
+    async with websockets.connect(url) as ws:
+        first = await recv(ws)
+        # Then the socket is closed then, as an order's socket is
+        code, reason, seen = await closed(ws, 120)
+    assert (first["type"], first["position"]) == ("queue.position", None)
+    assert seen == []
+    assert (code, reason) == (4401, "token expired; reconnect with a fresh token")
 
 
 async def test_a_crowd_queues_for_the_redis_pool_instead_of_failing(world: World) -> None:

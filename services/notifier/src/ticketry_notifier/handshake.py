@@ -9,7 +9,7 @@ Close codes the notifier sends (the reason always says what to do next):
 1013    try again later: the notifier is at its socket bound, or Redis / the store did not answer
 4008    too slow: the socket's queue filled up; reconnect with ``after=<id>``
 4400    ``after`` is not a stream id
-4401    no valid token, or the token expired (reconnect with a fresh one and ``after=<id>``)
+4401    no valid token, or the token expired (reconnect with a fresh one, and ``after=<id>`` on an order's socket)
 4404    no such order, or not yours
 4429    too many sockets for this buyer
 ======  ===========================================================================
@@ -62,7 +62,11 @@ def too_slow(resume_after: str) -> Close:
     return Close(4008, f"too slow; reconnect with after={resume_after}", "too_slow")
 
 
-def token_expired(resume_after: str) -> Close:
+def token_expired(resume_after: str | None = None) -> Close:
+    """The token's ``exp`` passed; an order's socket names where to resume (a
+    queue place's socket has nothing to resume: its first message is the state)."""
+    if resume_after is None:
+        return Close(4401, "token expired; reconnect with a fresh token", "expired")
     return Close(4401, f"token expired; reconnect with a fresh token and after={resume_after}", "expired")
 
 

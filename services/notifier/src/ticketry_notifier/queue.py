@@ -4,7 +4,8 @@ Sends ``{type: "queue.position", queue_id, position, eta_s, at}`` when the
 place's position changes (every step near the front, every tenth of the way
 further back: :func:`news`), then ``{type: "queue.admitted", queue_id,
 permission, expires_at, at}`` (or ``{type: "queue.sold_out", …}`` when the
-event sold out first) and closes 1000. ``position`` is null for an early
+event sold out first) and closes 1000; 4401 when the token expires first
+(as an order's socket). ``position`` is null for an early
 arrival until the draw is final (``on_sale_at``); ``at`` is the admission tick
 (Redis ms) that the message reflects.
 
@@ -39,7 +40,7 @@ from ticketry.db import as_text
 
 from ticketry_notifier import handshake
 from ticketry_notifier.handshake import Close
-from ticketry_notifier.session import SEND_ERRORS
+from ticketry_notifier.session import SEND_ERRORS, expiry_timer
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,9 @@ class QueueSocket:
     def _offer(self, msg: dict[str, Any], final: Close | None = None) -> None:
         self._latest = _text(msg)
         self.final = final
+        self._start()
+
+    def _start(self) -> None:
         if self._sender is None:
             self._sender = asyncio.create_task(self._send())
 
@@ -149,6 +153,15 @@ class QueueSocket:
             self._sender = None
             if self.final is not None:
                 self.closed.set()
+
+    def expire(self) -> None:
+        """The token's ``exp`` passed (a timer's callback): close 4401 at once,
+        dropping a position not sent yet; a close already under way stands."""
+        if self.final is not None:
+            return
+        self._latest = None
+        self.final = handshake.token_expired()
+        self._start()
 
     def stop(self) -> None:
         if self._sender is not None and self._sender is not asyncio.current_task():
@@ -283,6 +296,7 @@ async def _queue_progress(ws: WebSocket) -> None:
         return
     sock = QueueSocket(ws, queue_id, event_id, buyer)
     rooms.subscribe(sock)
+    timer = expiry_timer(creds.token, app.verifier.leeway_s, sock.expire)
     try:
         async with rooms.redis.pipeline(transaction=False) as pipe:
             pipe.hmget(streams.room_state(event_id), ["admitted", "rate", "at", "sold_out", "drawn", "on_sale_ms"])
@@ -310,6 +324,8 @@ async def _queue_progress(ws: WebSocket) -> None:
             if receive.result()["type"] == "websocket.disconnect":
                 return
     finally:
+        if timer is not None:
+            timer.cancel()
         sock.stop()
         rooms.unsubscribe(sock)
         app.hub.release(who.sub)

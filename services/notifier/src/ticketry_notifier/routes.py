@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +34,7 @@ from ticketry_notifier.config import NotifierSettings
 from ticketry_notifier.handshake import Close, StreamKey
 from ticketry_notifier.hub import Hub, outgoing, stream_id_key
 from ticketry_notifier.lookups import ProgressReads, Unavailable
-from ticketry_notifier.session import SEND_ERRORS, Session
+from ticketry_notifier.session import SEND_ERRORS, Session, expiry_timer
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +94,7 @@ async def _progress(ws: WebSocket, app: Notifier) -> None:
         if close is not None:
             await _refuse(ws, close)
             return
-        exp = handshake.expires_at(creds.token)
-        if exp is not None:
-            delay = exp + app.verifier.leeway_s - time.time()
-            timer = asyncio.get_running_loop().call_later(max(delay, 0.0), session.expire)
+        timer = expiry_timer(creds.token, app.verifier.leeway_s, session.expire)
         session.start()
         # Wait for the client to go (or for a close above to go out): clients
         # send nothing we need.

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,6 +35,16 @@ _TRACER = tracer(__name__)
 
 # What a send raises once the client is gone (uvicorn's ClientDisconnected is an OSError).
 SEND_ERRORS = (WebSocketDisconnect, WebSocketDisconnected, OSError)
+
+
+def expiry_timer(token: str, leeway_s: float, expire: Callable[[], None]) -> asyncio.TimerHandle | None:
+    """Call ``expire`` when the (verified) token's ``exp`` plus the verifier's
+    leeway passes, as every socket does (order progress, queue place); None for
+    a token without ``exp``. The caller cancels the handle when the socket ends."""
+    exp = handshake.expires_at(token)
+    if exp is None:
+        return None
+    return asyncio.get_running_loop().call_later(max(exp + leeway_s - time.time(), 0.0), expire)
 
 
 @dataclass(frozen=True, slots=True)
