@@ -26,17 +26,11 @@ from ticketry.documents import Event, Reservation
 
 from ticketry_api import writes
 from ticketry_api.errors import Problem
+from ticketry_api.store.ledger_core import Head, batches, find_head, fit
+
+__all__ = ["Head", "head", "release", "reserve", "reserved", "sold"]
 
 _MAX_TRIES = 200
-
-
-@dataclass(frozen=True)
-class Head:
-    """The newest ledger entry: its ``seq``, tickets sold, and sold per tier."""
-
-    seq: int = 0
-    sold: int = 0
-    tier_sold: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(eq=False)  # compared by identity
@@ -77,17 +71,7 @@ async def head(event_id: str, known: Head | None = None) -> Head:
         doc = await col.find_one({"_id": _entry_id(event_id, seq)}, {"sold_after": 1, "tier_sold": 1})
         return None if doc is None else Head(seq, int(doc["sold_after"]), dict(doc.get("tier_sold") or {}))
 
-    lo, step = known or Head(), 1
-    while (got := await entry_at(lo.seq + step)) is not None:
-        lo, step = got, step * 2
-    hi = lo.seq + step  # missing
-    while hi - lo.seq > 1:
-        mid = (lo.seq + hi) // 2
-        if (got := await entry_at(mid)) is None:
-            hi = mid
-        else:
-            lo = got
-    return lo
+    return await find_head(entry_at, known)
 
 
 async def sold(event_id: str) -> Head:
@@ -137,10 +121,7 @@ async def _write_pending(event: Event, ledger: _Ledger) -> None:
     try:
         while ledger.pending:
             batch, ledger.pending = ledger.pending, []
-            groups = [[w] for w in batch if w.delta < 0]  # releases first: they make room
-            if reserves := [w for w in batch if w.delta > 0]:
-                groups.append(reserves)
-            for group in groups:
+            for group in batches(batch):  # releases first: they make room
                 try:
                     await _append(event, ledger, group)
                 except Exception as exc:  # the waiters answer for it, the writer goes on
@@ -163,14 +144,8 @@ async def _append(event: Event, ledger: _Ledger, wants: Sequence[_Want]) -> None
     known = ledger.head or await head(event.id)
     caps = {t.id: t.capacity for t in event.tier_list()}
     for _ in range(_MAX_TRIES):
-        taken, after, tier_after = [], known.sold, dict(known.tier_sold)
-        for w in wants:
-            in_tier = tier_after.get(w.tier, 0) + w.delta
-            cap = caps.get(w.tier)
-            if not check or (after + w.delta <= event.capacity and (cap is None or in_tier <= cap)):
-                taken.append(w)
-                after += w.delta
-                tier_after[w.tier] = max(in_tier, 0)
+        took = fit(wants, known, event.capacity, caps, check=check)
+        taken, after, tier_after = took.taken, took.sold, took.tier_sold
         if len(taken) < len(wants) and not fresh:
             # The hint may predate a release elsewhere: find the head first.
             known, fresh = await head(event.id, known), True

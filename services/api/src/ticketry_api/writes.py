@@ -25,9 +25,9 @@ from typing import Any, TypeVar
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError
 
+from ticketry_api.store.batches import outcomes, runs
+
 T = TypeVar("T")
-DUPLICATE_KEY = 11000
-MAX_DOCS = 2000  # per insert_many; one call's documents are never split
 
 
 @dataclass(eq=False)
@@ -118,22 +118,10 @@ async def _write_pending() -> None:
         _queue.pending = []
         while work:
             group = work.pop(next(iter(work)))
-            for run in _runs(group):
+            for run in runs(group, lambda c: len(c.docs)):
                 for c in await _write(run):
                     for t in c.then:
                         work.setdefault(t.col.full_name, []).append(t)
-
-
-def _runs(group: list[_Call]) -> list[list[_Call]]:
-    out: list[list[_Call]] = [[]]
-    size = 0
-    for c in group:
-        if out[-1] and size + len(c.docs) > MAX_DOCS:
-            out.append([])
-            size = 0
-        out[-1].append(c)
-        size += len(c.docs)
-    return out
 
 
 async def _write(batch: list[_Call]) -> list[_Call]:
@@ -149,16 +137,13 @@ async def _write(batch: list[_Call]) -> list[_Call]:
             settle(c.done, exc)
         return []
     clean: list[_Call] = []
-    start = 0
-    for c in batch:
-        mine = [e for e in errors if start <= e["index"] < start + len(c.docs)]
-        if other := next((e for e in mine if e.get("code") != DUPLICATE_KEY), None):
-            settle(c.done, BulkWriteError({"writeErrors": [other], "nInserted": 0}))
-        else:
-            settle(c.done, [e["index"] - start for e in mine])
-            if not mine:
+    for c, got in zip(batch, outcomes([len(c.docs) for c in batch], errors), strict=True):
+        if isinstance(got, list):
+            settle(c.done, got)
+            if not got:
                 clean.append(c)
-        start += len(c.docs)
+        else:
+            settle(c.done, BulkWriteError({"writeErrors": [dict(got)], "nInserted": 0}))
     return clean
 
 
