@@ -24,13 +24,20 @@ from tests.helpers import bearer, create_event, place_order
 pytestmark = pytest.mark.e2e
 
 BOUND = 2  # orders in flight in the burst stack (and no queue)
+ROOM_BOUND = 5  # places that may wait in one room of the burst stack
 
 
 @pytest.fixture(scope="module")
 def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root: Path = tmp_path_factory.mktemp("bounded")
     s = make_stack(
-        root, renderers=1, extra_env={"TICKETRY_MAX_INFLIGHT_ORDERS": str(BOUND), "TICKETRY_MAX_QUEUED_ORDERS": "0"}
+        root,
+        renderers=1,
+        extra_env={
+            "TICKETRY_MAX_INFLIGHT_ORDERS": str(BOUND),
+            "TICKETRY_MAX_QUEUED_ORDERS": "0",
+            "TICKETRY_ROOM_MAX_QUEUE": str(ROOM_BOUND),
+        },
     )
     yield s
     s.stop()
@@ -108,6 +115,31 @@ async def test_a_burst_over_the_bound_is_shed_at_once_and_nothing_accepted_is_lo
     for tok, order_id in accepted.items():
         got = await bapi.get(f"/v1/orders/{order_id}", headers=bearer(tok))
         assert got.status_code == 200, got.text
+
+
+async def test_a_full_room_refuses_new_buyers_with_retry_after_and_keeps_its_places(
+    bapi: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    # Given a room bounded at 5 waiting places, selling in an hour
+    org = token("rush-org-2", "organizer")
+    event = await create_event(bapi, org, capacity=50, on_sale_at=on_sale_in(3600), waiting_room=True)
+    buyers = [token(f"rush-full-{i}", "buyer") for i in range(12)]
+
+    # When 12 buyers join at once
+    answers = await asyncio.gather(*(bapi.post(f"/v1/events/{event['id']}/queue", headers=bearer(t)) for t in buyers))
+
+    # Then 5 hold a place and 7 are told the queue is full, when to come back, as problem+json
+    statuses = [r.status_code for r in answers]
+    assert sorted(statuses) == [201] * ROOM_BOUND + [503] * (12 - ROOM_BOUND), statuses
+    for r in answers:
+        if r.status_code == 503:
+            assert r.headers["content-type"] == "application/problem+json"
+            assert r.json()["type"].endswith("/queue-full") and r.json()["title"] == "queue full", r.text
+            assert r.headers["retry-after"] == "60"  # no admission rate before the sale
+    # And a buyer with a place gets it again at the bound
+    placed = [(t, r.json()) for t, r in zip(buyers, answers, strict=True) if r.status_code == 201]
+    again = await join(bapi, placed[0][0], event["id"])
+    assert again["queue_id"] == placed[0][1]["queue_id"]
 
 
 # -- the waiting room (on the shared stack) ---------------------------------------------

@@ -326,8 +326,9 @@ async def test_a_queue_socket_closes_when_its_token_expires(world: World) -> Non
     # Given a place in a waiting room whose sale starts in an hour (made by the api's join script)
     place = await store.join(
         world.redis, new_id("ev"), "ivy", on_sale_ms=int(time.time() * 1000) + 3_600_000, early=0.5,
-        new_id=new_id("qu"),
+        new_id=new_id("qu"), max_waiting=10,
     )  # fmt: skip
+    assert isinstance(place, store.Joined)
     url = f"{world.base}/v1/queue/{place.queue_id}/progress?token={token('ivy', ttl_s=10)}"
     # When its buyer follows it with a token that expires in 10 s
     async with websockets.connect(url) as ws:

@@ -113,3 +113,17 @@ def test_permission_for_its_buyer_and_event_only() -> None:
     for args in bad:
         with pytest.raises(core.BadPermission):
             core.verify_permission(*args)
+
+
+@pytest.mark.parametrize(
+    ("max_queue", "rate", "expected"),
+    [
+        (100_000, 0.0, 60),  # no rate yet: a minute
+        (100_000, 100.0, 100),  # a tenth of the line at 100/s
+        (100_000, 10.0, 300),  # capped at 5 minutes
+        (1_000, 500.0, 1),  # at least a second
+        (5, 1.0, 1),  # a tiny bound: one place
+    ],
+)
+def test_full_retry_after(max_queue: int, rate: float, expected: int) -> None:
+    assert core.full_retry_after_s(max_queue, rate) == expected

@@ -32,11 +32,20 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+async def join(
+    redis: Redis, buyer: str, *, on_sale_ms: int = 0, early: float = 0.5, max_waiting: int = 1_000_000
+) -> store.Joined:
+    """A join that must get a place."""
+    got = await store.join(
+        redis, EVENT, buyer, on_sale_ms=on_sale_ms, early=early, new_id=new_id("qu"), max_waiting=max_waiting
+    )
+    assert isinstance(got, store.Joined), got
+    return got
+
+
 async def test_one_place_per_buyer_however_often_and_at_once(redis: Redis) -> None:
     # Given a sale that has started, when one buyer joins 50 times at once
-    got = await asyncio.gather(
-        *(store.join(redis, EVENT, "alice", on_sale_ms=0, early=0.5, new_id=new_id("qu")) for _ in range(50))
-    )
+    got = await asyncio.gather(*(join(redis, "alice") for _ in range(50)))
     # Then it holds one place: one queue id, one member, one new
     assert len({j.queue_id for j in got}) == 1 and sum(j.new for j in got) == 1
     assert await redis.zcard(streams.room_line(EVENT)) == 1
@@ -45,13 +54,10 @@ async def test_one_place_per_buyer_however_often_and_at_once(redis: Redis) -> No
 
 async def test_early_by_redis_clock_random_then_late_in_order(redis: Redis) -> None:
     future = now_ms() + 3_600_000
-    early = [await store.join(redis, EVENT, f"e{i}", on_sale_ms=future, early=core.early_score(), new_id=new_id("qu"))
-             for i in range(20)]  # fmt: skip
+    early = [await join(redis, f"e{i}", on_sale_ms=future, early=core.early_score()) for i in range(20)]
     assert all(j.score < 1 and not j.drawn for j in early)
     # The same line once the sale started (an event whose on_sale_at passed)
-    late = await asyncio.gather(
-        *(store.join(redis, EVENT, f"l{i}", on_sale_ms=0, early=0.5, new_id=new_id("qu")) for i in range(30))
-    )
+    late = await asyncio.gather(*(join(redis, f"l{i}") for i in range(30)))
     assert sorted(j.score for j in late) == [float(1 + n) for n in range(1, 31)]
     assert all(j.drawn for j in late)
     ranks = [j.rank for j in late]
@@ -60,7 +66,7 @@ async def test_early_by_redis_clock_random_then_late_in_order(redis: Redis) -> N
 
 async def _line(redis: Redis, n: int) -> list[str]:
     for i in range(n):
-        await store.join(redis, EVENT, f"b{i}", on_sale_ms=0, early=0.5, new_id=new_id("qu"))
+        await join(redis, f"b{i}")
     return [f"b{i}" for i in range(n)]
 
 
@@ -90,7 +96,7 @@ async def test_admission_is_compare_and_set_over_the_next_buyers(redis: Redis) -
     ticks: list[Any] = list(await redis.xrange(streams.room_updates(EVENT)) or [])
     assert len(ticks) == 1 and ticks[0][1][b"admitted"] == b"2"
     # A join after admission sees its permission
-    again = await store.join(redis, EVENT, "b0", on_sale_ms=0, early=0.5, new_id=new_id("qu"))
+    again = await join(redis, "b0")
     assert again.rank < again.admitted and again.permit == ("perm-b0", exp)
 
 
@@ -130,3 +136,36 @@ async def test_the_admitter_lock_has_one_holder(redis: Redis) -> None:
     holder = f"api-{got.index(True)}"
     assert await store.hold_lock(redis, EVENT, holder)  # renewed by its holder
     assert not await store.hold_lock(redis, EVENT, "api-x")
+
+
+async def test_a_join_past_the_bound_makes_no_place_however_many_come_at_once(redis: Redis) -> None:
+    # Given a room bounded at 10 waiting places, 2 of them admitted
+    await _line(redis, 4)
+    exp = now_ms() + 60_000
+    got = await store.admit(
+        redis, EVENT, expected=0, on_sale_ms=0, rate=5.0, carry=0.0, sold_out=False,
+        permits=[("b0", "p0", exp), ("b1", "p1", exp)],
+    )  # fmt: skip
+    assert got == 2
+
+    # When 50 new buyers join at once
+    async def one(i: int) -> store.Joined | store.Full:
+        return await store.join(redis, EVENT, f"n{i}", on_sale_ms=0, early=0.5, new_id=new_id("qu"), max_waiting=10)
+
+    answers = await asyncio.gather(*(one(i) for i in range(50)))
+    # Then exactly 8 get a place (10 waiting: the admitted do not count), the rest none, told how many wait
+    placed = [a for a in answers if isinstance(a, store.Joined)]
+    full = [a for a in answers if isinstance(a, store.Full)]
+    assert len(placed) == 8 and len(full) == 42
+    assert all(f.waiting == 10 and f.rate == 5.0 for f in full)
+    assert await redis.zcard(streams.room_line(EVENT)) == 12
+    assert (await store.read_state(redis, EVENT, now_ms())).waiting == 10
+    # And a buyer who holds a place still gets it at the bound; a refused one left nothing behind
+    assert (await join(redis, "b3", max_waiting=10)).rank == 3
+    assert await redis.hlen(streams.room_ids(EVENT)) == 12
+    # And once more are admitted, a place is free again
+    nxt = [b for b, _ in await store.next_in_line(redis, EVENT, 2, 1)]
+    assert await store.admit(
+        redis, EVENT, expected=2, on_sale_ms=0, rate=5.0, carry=0.0, sold_out=False, permits=[(nxt[0], "p", exp)]
+    ) == 3  # fmt: skip
+    assert (await join(redis, "late", max_waiting=10)).rank == 12

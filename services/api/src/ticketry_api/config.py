@@ -33,6 +33,10 @@ class ApiSettings(ServingSettings):
     # Waiting rooms (waitingroom/): admission ticks, and how long a permission to order lasts.
     room_tick_s: float = Field(default=1.0, gt=0)
     room_permission_ttl_s: float = Field(default=120.0, gt=0)
+    # Places that may wait in one event's room (admitted ones not counted); a
+    # new buyer past it is answered 503 "queue full" with Retry-After. A place
+    # holds ~500 bytes of Redis: 100,000 waiting are ~50 MB.
+    room_max_queue: int = Field(default=100_000, ge=1)
 
     @property
     def bind_host(self) -> str:

@@ -79,6 +79,21 @@ def eta_s(pos: int | None, rate: float, *, until_on_sale_s: float = 0.0) -> floa
     return round(max(until_on_sale_s, 0.0) + pos / max(rate, 1e-6), 1)
 
 
+FULL_RETRY_MIN_S = 1
+FULL_RETRY_MAX_S = 300
+FULL_RETRY_UNKNOWN_S = 60  # no rate yet (before the sale, or its first tick)
+
+
+def full_retry_after_s(max_queue: int, rate: float) -> int:
+    """``Retry-After`` for a join refused because ``max_queue`` places wait: the
+    seconds in which a tenth of them is admitted at the room's ``rate`` (so a
+    retry has a fair chance of a free place, and a whole crowd of refused
+    buyers does not come back in the same second), 1 to 300 s; 60 without a rate."""
+    if rate <= 0:
+        return FULL_RETRY_UNKNOWN_S
+    return min(max(math.ceil(max(max_queue // 10, 1) / rate), FULL_RETRY_MIN_S), FULL_RETRY_MAX_S)
+
+
 @dataclass(frozen=True)
 class RateLimits:
     """Bounds of the admission rate (buyers per second)."""

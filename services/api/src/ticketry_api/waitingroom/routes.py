@@ -42,20 +42,31 @@ def queue_progress_url(notifier_url: str, queue_id: str) -> str:
     return f"{notifier_url.rstrip('/')}/v1/queue/{queue_id}/progress"
 
 
-@router.post("/{event_id}/queue", status_code=201, response_model=QueuePlace, responses=problems(401, 403, 404, 409))
+@router.post(
+    "/{event_id}/queue", status_code=201, response_model=QueuePlace, responses=problems(401, 403, 404, 409, 503)
+)
 async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
     """Take a place in the event's waiting room (or get the one you hold: one
     place per buyer). Buyers who come before ``on_sale_at`` get a random place
-    among the early arrivals, drawn fairly; later ones queue in arrival order."""
+    among the early arrivals, drawn fairly; later ones queue in arrival order.
+    A new buyer while ``TICKETRY_ROOM_MAX_QUEUE`` places wait is answered 503
+    ``…/queue-full`` with ``Retry-After``."""
     event = await event_of(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
     if not event.waiting_room:
         raise Problem(409, "no waiting room", "this event sells without a queue: order directly", kind="no-queue")
     on_sale_ms = on_sale_ms_of(event)
+    max_queue = state.settings.room_max_queue
     j = await store.join(
-        state.redis, event.id, who.sub, on_sale_ms=on_sale_ms, early=core.early_score(), new_id=new_id("qu")
-    )
+        state.redis, event.id, who.sub, on_sale_ms=on_sale_ms, early=core.early_score(), new_id=new_id("qu"),
+        max_waiting=max_queue,
+    )  # fmt: skip
+    if isinstance(j, store.Full):
+        raise Problem(
+            503, "queue full", f"{j.waiting} buyers are waiting for this event, its room's bound: try again later",
+            {"Retry-After": str(core.full_retry_after_s(max_queue, j.rate))}, kind="queue-full",
+        )  # fmt: skip
     admitted = j.drawn and j.rank < j.admitted
     pos = core.position(j.rank, j.admitted, drawn=j.drawn)
     permit = j.permit if admitted else None

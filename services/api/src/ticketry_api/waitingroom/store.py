@@ -1,9 +1,9 @@
 """The waiting room in Redis (keys: ``ticketry.streams``, "the waiting room
-of an on-sale"). Two scripts carry the rules that must hold under any
+of an on-sale"). Scripts carry the rules that must hold under any
 concurrency: :data:`_JOIN` gives each buyer one place (early or late by
-Redis's own clock), :data:`_ADMIT` advances the admitted count by
-compare-and-set, only from ``on_sale_at`` on and only over the exact buyers
-the admitter signed permissions for.
+Redis's own clock) while fewer than the bound wait, :data:`_ADMIT` advances
+the admitted count by compare-and-set, only from ``on_sale_at`` on and only
+over the exact buyers the admitter signed permissions for.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from ticketry import streams
 from ticketry.db import as_text
 
 # KEYS: line, seq, ids, place (of the new id), rooms, state, permits
-# ARGV: buyer, on_sale_ms, early score, new queue id, event id, ttl
+# ARGV: buyer, on_sale_ms, early score, new queue id, event id, ttl, max waiting
 # → {queue id, score, new (0/1), rank, admitted, now ms, rate, sold_out, permit or false, drawn}
+# or, for a buyer without a place while max waiting places wait: {'', waiting, rate, now ms}
 _JOIN = """
 local qid = redis.call('HGET', KEYS[3], ARGV[1])
 local t = redis.call('TIME')
@@ -29,6 +30,10 @@ local score
 if qid then
   score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 else
+  local waiting = redis.call('ZCARD', KEYS[1]) - tonumber(redis.call('HGET', KEYS[6], 'admitted') or '0')
+  if waiting >= tonumber(ARGV[7]) then
+    return {'', waiting, redis.call('HGET', KEYS[6], 'rate') or '0', now}
+  end
   new = 1
   qid = ARGV[4]
   if now < tonumber(ARGV[2]) then score = ARGV[3] else score = tostring(1 + redis.call('INCR', KEYS[2])) end
@@ -87,6 +92,15 @@ return 1
 
 
 @dataclass(frozen=True)
+class Full:
+    """No place was made: ``waiting`` places wait, the bound (the buyer has none)."""
+
+    waiting: int
+    rate: float
+    now_ms: int
+
+
+@dataclass(frozen=True)
 class Joined:
     """A buyer's place as the join found or made it."""
 
@@ -109,14 +123,20 @@ def _permit(raw: Any) -> tuple[str, int] | None:
     return token, int(expires)
 
 
-async def join(redis: Redis, event_id: str, buyer: str, *, on_sale_ms: int, early: float, new_id: str) -> Joined:
-    """The buyer's place in the event's line: the one they hold, or a new one."""
+async def join(
+    redis: Redis, event_id: str, buyer: str, *, on_sale_ms: int, early: float, new_id: str, max_waiting: int
+) -> Joined | Full:
+    """The buyer's place in the event's line: the one they hold, or a new one
+    while fewer than ``max_waiting`` places wait (:class:`Full` otherwise);
+    the count and the insert are one script, so a flood never overshoots."""
     keys = [
         streams.room_line(event_id), streams.room_seq(event_id), streams.room_ids(event_id),
         streams.queue_place(new_id), streams.ROOMS, streams.room_state(event_id), streams.room_permits(event_id),
     ]  # fmt: skip
-    args: list[str | int] = [buyer, on_sale_ms, repr(early), new_id, event_id, streams.ROOM_TTL_S]
+    args: list[str | int] = [buyer, on_sale_ms, repr(early), new_id, event_id, streams.ROOM_TTL_S, max_waiting]
     r: list[Any] = await redis.register_script(_JOIN)(keys, args)  # EVALSHA
+    if not r[0]:
+        return Full(waiting=int(r[1]), rate=float(as_text(r[2])), now_ms=int(r[3]))
     return Joined(
         queue_id=as_text(r[0]), score=float(as_text(r[1])), new=bool(r[2]), rank=int(r[3]),
         admitted=int(as_text(r[4])), now_ms=int(r[5]), rate=float(as_text(r[6])), sold_out=as_text(r[7]) == "1",
