@@ -310,7 +310,13 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) ->
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hset(
             streams.order_progress(order.id),
-            mapping={"total": order.quantity, "owner": order.owner_id, "order_id": order.id},
+            # event_id: the webhook dispatcher tells an order's event without a store read.
+            mapping={
+                "total": order.quantity,
+                "owner": order.owner_id,
+                "order_id": order.id,
+                "event_id": order.event_id,
+            },
         )
         pipe.expire(streams.order_progress(order.id), streams.PROGRESS_TTL_S)
         stream = streams.render_lane(lane, order.quantity)
