@@ -340,3 +340,67 @@ async def test_a_place_is_its_buyers_alone(api: httpx.AsyncClient, token: TokenF
     async with asyncio.timeout(60), websockets.connect(f"{place['progress_url']}?token={owner}") as ws:
         first = orjson.loads(await ws.recv())
     assert first["type"] == "queue.position" and first["position"] is None and first["eta_s"] > 3000
+
+
+async def next_position(ws: Any, want: Any) -> dict[str, Any]:
+    """Read the socket's queue.position messages until one satisfies ``want``."""
+    async with asyncio.timeout(120):
+        while True:
+            msg: dict[str, Any] = orjson.loads(await ws.recv())
+            assert msg["type"] == "queue.position", msg
+            if want(msg):
+                return msg
+
+
+async def test_an_organiser_pauses_and_resumes_admission(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    # Given a room of one ticket selling now, paused by its organiser before anybody queued
+    org = token("room-org-6", "organizer")
+    event = await create_event(api, org, capacity=1, waiting_room=True)
+    eid = event["id"]
+    r = await api.post(f"/v1/events/{eid}/queue/pause", headers=bearer(org))
+    assert r.status_code == 200 and r.json() == {"event_id": eid, "paused": True, "waiting": 0, "admitted": 0}, r.text
+    # And nobody else may: another organiser, a buyer (403 problem+json); an unknown event is 404
+    for who in (token("room-org-7", "organizer"), token("room-pause-buyer", "buyer")):
+        for action in ("pause", "resume"):
+            r = await api.post(f"/v1/events/{eid}/queue/{action}", headers=bearer(who))
+            assert r.status_code == 403 and r.headers["content-type"] == "application/problem+json", r.text
+    r = await api.post("/v1/events/ev_00000000000000000000/queue/resume", headers=bearer(org))
+    assert r.status_code == 404, r.text
+
+    # When two buyers queue: alice, then bob, who follows his place
+    alice, bob = token("room-pause-alice", "buyer"), token("room-pause-bob", "buyer")
+    first = await join(api, alice, eid)
+    second = await join(api, bob, eid)
+    assert (first["position"], second["position"]) == (1, 2)
+    assert first["paused"] and second["paused"] and first["eta_s"] is None
+    async with websockets.connect(f"{second['progress_url']}?token={bob}") as ws:
+        shown = orjson.loads(await ws.recv())
+        assert (shown["type"], shown["position"], shown["paused"], shown["eta_s"]) == ("queue.position", 2, True, None)
+
+        # And the admitter has ticked every room since (a control room admitted a buyer
+        # who queued after its first one was admitted: a whole tick after those joins)
+        control = await create_event(api, org, capacity=5, waiting_room=True)
+        for name in ("room-pause-c1", "room-pause-c2"):
+            c = token(name, "buyer")
+            await join(api, c, control["id"])
+            await until(lambda c=c: _admitted(api, c, control["id"]), f"{name} admitted in the control room")
+        # Then nobody was admitted in the paused room, and the places are as they were
+        places = [await join(api, t, eid) for t in (alice, bob)]
+        assert [(p["admitted"], p["position"], p["paused"]) for p in places] == [(False, 1, True), (False, 2, True)]
+
+        # When the organiser resumes it
+        r = await api.post(f"/v1/events/{eid}/queue/resume", headers=bearer(org))
+        assert r.status_code == 200 and r.json() == {"event_id": eid, "paused": False, "waiting": 2, "admitted": 0}
+        # Then alice is admitted, and bob's socket shows him next and not paused
+        await until(lambda: _admitted(api, alice, eid), "alice admitted after the resume")
+        shown = await next_position(ws, lambda m: not m["paused"] and m["position"] == 1)
+        # And a pause while he watches shows on his socket, his place kept
+        r = await api.post(f"/v1/events/{eid}/queue/pause", headers=bearer(org))
+        assert r.status_code == 200 and r.json()["paused"] is True
+        shown = await next_position(ws, lambda m: m["paused"])
+        assert (shown["position"], shown["eta_s"]) == (1, None)
+
+
+async def _admitted(api: httpx.AsyncClient, tok: str, event_id: str) -> dict[str, Any] | None:
+    place = await join(api, tok, event_id)
+    return place if place["admitted"] else None

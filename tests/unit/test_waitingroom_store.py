@@ -169,3 +169,41 @@ async def test_a_join_past_the_bound_makes_no_place_however_many_come_at_once(re
         redis, EVENT, expected=2, on_sale_ms=0, rate=5.0, carry=0.0, sold_out=False, permits=[(nxt[0], "p", exp)]
     ) == 3  # fmt: skip
     assert (await join(redis, "late", max_waiting=10)).rank == 12
+
+
+async def test_a_paused_room_admits_nobody_keeps_its_line_and_tells_its_sockets(redis: Redis) -> None:
+    # Given a line of 3 on sale, one of them admitted
+    buyers = await _line(redis, 3)
+    exp = now_ms() + 60_000
+
+    async def admit(expected: int, names: list[str]) -> int:
+        return await store.admit(
+            redis, EVENT, expected=expected, on_sale_ms=0, rate=4.0, carry=0.0, sold_out=False,
+            permits=[(b, f"p-{b}", exp) for b in names],
+        )  # fmt: skip
+
+    assert await admit(0, buyers[:1]) == 1
+    await redis.srem(streams.ROOMS, EVENT)  # as if the admitter had closed the room meanwhile
+
+    # When its organiser pauses it
+    got = await store.set_paused(redis, EVENT, True)
+    # Then the answer counts the line, the admission script refuses, and the line and places stay
+    assert (got.paused, got.admitted, got.waiting) == (True, 1, 2)
+    assert await admit(1, buyers[1:2]) == -4
+    st = await store.read_state(redis, EVENT, now_ms())
+    assert (st.paused, st.admitted, st.waiting) == (True, 1, 2)
+    place = await join(redis, buyers[2])
+    assert (place.paused, place.rank - place.admitted + 1) == (True, 2)
+    # And the room's sockets get one update with the state as it is and the flag
+    ticks: list[Any] = list(await redis.xrange(streams.room_updates(EVENT)) or [])
+    last = ticks[-1][1]
+    assert (last[b"paused"], last[b"admitted"], last[b"rate"], last[b"drawn"]) == (b"1", b"1", b"4.000", b"1")
+
+    # When it is resumed
+    got = await store.set_paused(redis, EVENT, False)
+    # Then admission goes on from where it stopped, and the admitters tick the room again
+    assert not got.paused and not (await store.read_state(redis, EVENT, now_ms())).paused
+    assert await store.rooms(redis) == [EVENT]
+    assert await admit(1, buyers[1:2]) == 2
+    ticks = list(await redis.xrange(streams.room_updates(EVENT)) or [])
+    assert [t[1].get(b"paused") for t in ticks[-2:]] == [b"0", None]

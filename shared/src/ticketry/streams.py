@@ -200,17 +200,19 @@ WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 # ``waiting_room: true``; ``{buyer}`` a token's ``sub``. See ticketry_api.waitingroom.
 # ``ticketry:rooms`` (set of event ids)
 #     Rooms somebody has joined: what the admitters (one per room, any api) tick.
-#     An id leaves when its line is fully admitted or the event is sold out.
+#     An id leaves when its line is fully admitted or the event is sold out (not
+#     while paused); a resume puts it back.
 # ``ticketry:room:{event}:line`` (sorted set: buyer, score = place)
 #     One place per buyer (ZADD NX): early arrivals (before ``on_sale_at`` by
 #     Redis's clock) a random score in [0, 1), later ones ``1 + n`` in arrival order.
 # ``ticketry:room:{event}:seq`` (integer) — later arrivals so far (their ``n``).
 # ``ticketry:room:{event}:ids`` (hash: buyer → queue id) — a buyer's place, again on a second join.
 # ``ticketry:queue:{queue id}`` (hash: event, buyer) — a place by its id (the notifier's lookup).
-# ``ticketry:room:{event}:state`` (hash: admitted, rate, carry, on_sale_ms, sold_out, at)
+# ``ticketry:room:{event}:state`` (hash: admitted, rate, carry, on_sale_ms, sold_out, at, paused)
 #     ``admitted``: how many of the line, in score order, have been admitted (only
 #     grows; compare-and-set by the admission script); ``rate`` the current
-#     admission rate (buyers/s); ``sold_out`` 1 while nothing is left to sell.
+#     admission rate (buyers/s); ``sold_out`` 1 while nothing is left to sell;
+#     ``paused`` 1 while its organiser has paused admission (the script refuses then).
 # ``ticketry:room:{event}:permits`` (hash: buyer → "<permission> <expires ms>")
 #     Every permission issued, to hand it again to a buyer who asks again.
 # ``ticketry:room:{event}:outstanding`` (sorted set: buyer, score = expires ms)
@@ -218,9 +220,10 @@ WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 #     An order claims its buyer's entry (ZREM: one order per permission) and puts
 #     it back if it is not accepted.
 # ``ticketry:room:{event}:used`` (integer) — permissions used by an accepted order.
-# ``ticketry:room:{event}:updates`` (stream: admitted, rate, at, sold_out, permits)
-#     One entry per admission tick that changed something (``permits``: JSON of
-#     the buyers admitted by it → [permission, expires ms]); read without a group
+# ``ticketry:room:{event}:updates`` (stream: admitted, rate, at, sold_out, drawn, permits, paused?)
+#     One entry per admission tick (``permits``: JSON of the buyers admitted by
+#     it → [permission, expires ms]), and one per pause or resume (``paused`` 1 or
+#     0, no permits; a tick's entry has no ``paused``: not paused); read without a group
 #     by every notifier with a queue socket of the event. ``MAXLEN ~ ROOM_UPDATES_MAXLEN``.
 # ``ticketry:room:{event}:admitter`` (string: holder) — the one api admitting for
 #     the room, ``PX ROOM_ADMITTER_LOCK_MS``, renewed each tick.

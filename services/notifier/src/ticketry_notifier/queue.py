@@ -1,8 +1,9 @@
 """``/v1/queue/{queue_id}/progress`` (WebSocket): a waiting-room place's position.
 
-Sends ``{type: "queue.position", queue_id, position, eta_s, at}`` when the
-place's position changes (every step near the front, every tenth of the way
-further back: :func:`news`), then ``{type: "queue.admitted", queue_id,
+Sends ``{type: "queue.position", queue_id, position, eta_s, paused, at}`` when
+the place's position changes (every step near the front, every tenth of the
+way further back: :func:`news`) or its room is paused or resumed (``eta_s`` is
+null while paused), then ``{type: "queue.admitted", queue_id,
 permission, expires_at, at}`` (or ``{type: "queue.sold_out", …}`` when the
 event sold out first) and closes 1000; 4401 when the token expires first
 (as an order's socket). ``position`` is null for an early
@@ -11,7 +12,8 @@ arrival until the draw is final (``on_sale_at``); ``at`` is the admission tick
 
 The api's admitter publishes one entry per tick on the room's update stream
 (``streams.room_updates``: the admitted count, the rate, the sold-out flag and
-the permissions it issued). Each notifier reads it once per room it has
+the permissions it issued); a pause or resume by the organiser publishes one
+entry too (the same values and ``paused``). Each notifier reads it once per room it has
 sockets for (:class:`RoomWatch`, XREAD without a group) and each socket works
 out its own position: ``rank - admitted + 1``, where its rank in the line is
 fixed once drawn (read once, for every socket of the room in one pipeline).
@@ -60,13 +62,14 @@ class Update:
     sold_out: bool
     drawn: bool
     permits: dict[str, list[Any]]
+    paused: bool = False
 
     @classmethod
     def from_fields(cls, f: dict[bytes, bytes]) -> Update:
         return cls(
             admitted=int(f.get(b"admitted", b"0")), rate=float(f.get(b"rate", b"0")), at=int(f.get(b"at", b"0")),
             sold_out=f.get(b"sold_out") == b"1", drawn=f.get(b"drawn") == b"1",
-            permits=orjson.loads(f.get(b"permits", b"{}")),
+            permits=orjson.loads(f.get(b"permits", b"{}")), paused=f.get(b"paused") == b"1",
         )  # fmt: skip
 
 
@@ -90,6 +93,7 @@ class QueueSocket:
         self.ws, self.queue_id, self.event_id, self.buyer = ws, queue_id, event_id, buyer
         self.rank: int | None = None
         self.position: int | None = -1  # last position sent (-1: none yet)
+        self.paused = False  # last paused flag sent
         self.final: Close | None = None
         self.seen = -1  # the highest admitted count applied: an older tick never moves a place back
         self._latest: str | None = None
@@ -116,14 +120,20 @@ class QueueSocket:
             self._offer({"type": "queue.sold_out", "queue_id": self.queue_id, "at": u.at}, SOLD_OUT)
             return
         pos = self.rank - u.admitted + 1 if u.drawn and self.rank is not None else None
-        if pos == self.position or (pos is not None and self.position and not news(self.position, pos)):
+        moved = pos != self.position and (pos is None or not self.position or news(self.position, pos))
+        if not moved and u.paused == self.paused:
             return
-        self.position = pos
-        if pos is None:
+        self.position, self.paused = pos, u.paused
+        if u.paused:
+            eta = None  # nobody moves until the organiser resumes
+        elif pos is None:
             eta = round(until_on_sale_s, 1) if until_on_sale_s > 0 else None
         else:
             eta = round(pos / max(u.rate, 1e-6), 1) if u.rate > 0 else None
-        self._offer({"type": "queue.position", "queue_id": self.queue_id, "position": pos, "eta_s": eta, "at": u.at})
+        self._offer(
+            {"type": "queue.position", "queue_id": self.queue_id, "position": pos, "eta_s": eta, "paused": u.paused,
+             "at": u.at},
+        )  # fmt: skip
 
     def needs_permit(self, u: Update) -> bool:
         return (
@@ -197,7 +207,7 @@ class RoomWatch:
         permits: dict[str, list[Any]] = {}
         for _, fields in entries:
             permits.update(orjson.loads(fields.get(b"permits", b"{}")))
-        u = Update(newest.admitted, newest.rate, newest.at, newest.sold_out, newest.drawn, permits)
+        u = Update(newest.admitted, newest.rate, newest.at, newest.sold_out, newest.drawn, permits, newest.paused)
         if u.drawn:
             await self.read_ranks([s for s in self.sockets if s.rank is None])
         lacking = [s for s in self.sockets if s.needs_permit(u)]
@@ -299,16 +309,20 @@ async def _queue_progress(ws: WebSocket) -> None:
     timer = expiry_timer(creds.token, app.verifier.leeway_s, sock.expire)
     try:
         async with rooms.redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(streams.room_state(event_id), ["admitted", "rate", "at", "sold_out", "drawn", "on_sale_ms"])
+            pipe.hmget(
+                streams.room_state(event_id), ["admitted", "rate", "at", "sold_out", "drawn", "on_sale_ms", "paused"]
+            )
             pipe.zrank(streams.room_line(event_id), buyer)
             pipe.hget(streams.room_permits(event_id), buyer)
             pipe.time()
             st, rank, permit, now = await pipe.execute()
-        admitted, rate, at, sold_out, drawn, on_sale_ms = (as_text(v) if v is not None else "" for v in st)
+        admitted, rate, at, sold_out, drawn, on_sale_ms, paused = (as_text(v) if v is not None else "" for v in st)
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
         u = Update(
             admitted=int(admitted or 0), rate=float(rate or 0), at=int(at or now_ms), sold_out=sold_out == "1",
-            drawn=drawn == "1", permits={},
+            # Drawn from on_sale_at by Redis's clock, as the join says, before any
+            # admission tick did (none comes while the room is paused).
+            drawn=drawn == "1" or (on_sale_ms != "" and now_ms >= int(on_sale_ms)), permits={}, paused=paused == "1",
         )  # fmt: skip
         if u.drawn:
             sock.rank = None if rank is None else int(rank)

@@ -77,6 +77,12 @@ class Admitter:
             return  # the draw is not final yet; the script checks Redis's clock too
         room = self.rooms.setdefault(event_id, _Room())
         st = await store.read_state(self.redis, event_id, now_ms)
+        if st.paused:
+            # Nobody is admitted while paused (the script refuses too), and the
+            # pause is not time to admit for: the first tick after a resume
+            # admits one tick's worth, not the whole pause's.
+            room.last_at, room.last_used = now, st.used
+            return
         dt = now - room.last_at if room.last_at else self.tick_s
         if room.last_used >= 0:
             room.used_per_s = max(st.used - room.last_used, 0) / max(dt, 1e-3)

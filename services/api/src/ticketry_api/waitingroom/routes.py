@@ -1,4 +1,5 @@
-"""``/v1/events/{id}/queue``: a buyer's place in an event's waiting room."""
+"""``/v1/events/{id}/queue``: a buyer's place in an event's waiting room, and
+``…/queue/pause`` / ``…/queue/resume``: its organiser stops and restarts admission."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pydantic import BaseModel
 from ticketry.auth import Principal
 from ticketry.ids import is_valid_id, new_id
 
-from ticketry_api.deps import State, require
+from ticketry_api.deps import AppState, State, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.orders import event_of
 from ticketry_api.waitingroom import core, store
@@ -18,6 +19,7 @@ from ticketry_api.waitingroom.admitter import on_sale_ms_of
 
 router = APIRouter(prefix="/v1/events", tags=["waiting room"])
 Buyer = Annotated[Principal, Depends(require("buyer"))]
+Organizer = Annotated[Principal, Depends(require("organizer"))]
 
 
 class QueuePlace(BaseModel):
@@ -36,6 +38,17 @@ class QueuePlace(BaseModel):
     permission: str | None = None
     expires_at: datetime | None = None
     sold_out: bool = False
+    paused: bool = False
+
+
+class RoomAdmission(BaseModel):
+    """A room's admission as a pause or a resume left it: ``waiting`` places
+    keep their order and positions while ``paused``."""
+
+    event_id: str
+    paused: bool
+    waiting: int
+    admitted: int
 
 
 def queue_progress_url(notifier_url: str, queue_id: str) -> str:
@@ -74,11 +87,40 @@ async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
         queue_id=j.queue_id,
         event_id=event.id,
         position=pos,
-        eta_s=core.eta_s(pos, j.rate, until_on_sale_s=(on_sale_ms - j.now_ms) / 1000),
+        eta_s=None if j.paused else core.eta_s(pos, j.rate, until_on_sale_s=(on_sale_ms - j.now_ms) / 1000),
         early=core.is_early(j.score),
         progress_url=queue_progress_url(state.settings.notifier_public_url, j.queue_id),
         admitted=admitted,
         permission=permit[0] if permit else None,
         expires_at=datetime.fromtimestamp(permit[1] / 1000, UTC) if permit else None,
         sold_out=j.sold_out and not admitted,
+        paused=j.paused,
     )
+
+
+@router.post("/{event_id}/queue/pause", response_model=RoomAdmission, responses=problems(401, 403, 404, 409))
+async def pause_queue(event_id: str, who: Organizer, state: State) -> RoomAdmission:
+    """Stop admitting buyers (the event's organiser, or an admin): every place
+    keeps its order and position, buyers may still join, nobody is admitted
+    until ``…/queue/resume``; permissions already given stay valid until they
+    expire. The buyers' queue sockets show ``paused: true``. Again: no change."""
+    return await _set_paused(event_id, who, state, paused=True)
+
+
+@router.post("/{event_id}/queue/resume", response_model=RoomAdmission, responses=problems(401, 403, 404, 409))
+async def resume_queue(event_id: str, who: Organizer, state: State) -> RoomAdmission:
+    """Admit again, from where the line stopped, at the room's last rate."""
+    return await _set_paused(event_id, who, state, paused=False)
+
+
+async def _set_paused(event_id: str, who: Principal, state: AppState, *, paused: bool) -> RoomAdmission:
+    event = await event_of(event_id) if is_valid_id(event_id, "ev") else None
+    if event is None:
+        raise Problem(404, "event not found")
+    # Events are readable by anyone signed in (GET /v1/events/{id}): a 403 leaks nothing.
+    if not who.owns(event.organizer_id):
+        raise Problem(403, "forbidden", "only the event's organiser may pause or resume its waiting room")
+    if not event.waiting_room:
+        raise Problem(409, "no waiting room", "this event sells without a queue", kind="no-queue")
+    got = await store.set_paused(state.redis, event.id, paused)
+    return RoomAdmission(event_id=event.id, paused=got.paused, waiting=got.waiting, admitted=got.admitted)

@@ -2,8 +2,10 @@
 of an on-sale"). Scripts carry the rules that must hold under any
 concurrency: :data:`_JOIN` gives each buyer one place (early or late by
 Redis's own clock) while fewer than the bound wait, :data:`_ADMIT` advances
-the admitted count by compare-and-set, only from ``on_sale_at`` on and only
-over the exact buyers the admitter signed permissions for.
+the admitted count by compare-and-set, only from ``on_sale_at`` on, only
+while the room is not paused and only over the exact buyers the admitter
+signed permissions for; :data:`_PAUSE` pauses or resumes a room and tells its
+sockets in the same step.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ticketry.db import as_text
 
 # KEYS: line, seq, ids, place (of the new id), rooms, state, permits
 # ARGV: buyer, on_sale_ms, early score, new queue id, event id, ttl, max waiting
-# → {queue id, score, new (0/1), rank, admitted, now ms, rate, sold_out, permit or false, drawn}
+# → {queue id, score, new (0/1), rank, admitted, now ms, rate, sold_out, permit or false, drawn, paused}
 # or, for a buyer without a place while max waiting places wait: {'', waiting, rate, now ms}
 _JOIN = """
 local qid = redis.call('HGET', KEYS[3], ARGV[1])
@@ -45,20 +47,22 @@ else
   redis.call('EXPIRE', KEYS[6], ARGV[6])
 end
 redis.call('SADD', KEYS[5], ARGV[5])
-local st = redis.call('HMGET', KEYS[6], 'admitted', 'rate', 'sold_out')
+local st = redis.call('HMGET', KEYS[6], 'admitted', 'rate', 'sold_out', 'paused')
 local drawn = 0
 if now >= tonumber(ARGV[2]) then drawn = 1 end
 return {qid, score, new, redis.call('ZRANK', KEYS[1], ARGV[1]), st[1] or '0', now, st[2] or '0', st[3] or '0',
-        redis.call('HGET', KEYS[7], ARGV[1]), drawn}
+        redis.call('HGET', KEYS[7], ARGV[1]), drawn, st[4] or '0'}
 """
 
 # KEYS: line, state, permits, outstanding, updates
 # ARGV: expected admitted, on_sale ms, rate, carry, sold_out, ttl, maxlen, permits json, n, buyers…, values…, expiries…
-# → new admitted count, or -1 (not on sale by Redis's clock), -2 (admitted moved), -3 (line moved)
+# → new admitted count, or -1 (not on sale by Redis's clock), -2 (admitted moved), -3 (line moved),
+#   -4 (paused)
 _ADMIT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(ARGV[2]) then return -1 end
+if redis.call('HGET', KEYS[2], 'paused') == '1' then return -4 end
 local cur = tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0')
 if cur ~= tonumber(ARGV[1]) then return -2 end
 local n = tonumber(ARGV[9])
@@ -79,6 +83,25 @@ redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'admitted', cur + n, 'r
            'sold_out', ARGV[5], 'drawn', 1, 'permits', ARGV[8])
 for i = 1, 5 do redis.call('EXPIRE', KEYS[i], ARGV[6]) end
 return cur + n
+"""
+
+# KEYS: state, line, updates, rooms
+# ARGV: paused (0/1), event id, ttl, maxlen → {admitted, places in the line}
+# The update carries the room's state as it is (absolute values, as every tick):
+# each socket of the room shows the paused flag with its position at once.
+_PAUSE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'paused', ARGV[1])
+local st = redis.call('HMGET', KEYS[1], 'admitted', 'rate', 'sold_out', 'drawn', 'on_sale_ms')
+local drawn = st[4] or '0'
+if drawn ~= '1' and st[5] and now >= tonumber(st[5]) then drawn = '1' end
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', 'admitted', st[1] or '0', 'rate', st[2] or '0',
+           'at', now, 'sold_out', st[3] or '0', 'drawn', drawn, 'permits', '{}', 'paused', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[3], ARGV[3])
+if ARGV[1] == '0' then redis.call('SADD', KEYS[4], ARGV[2]) end
+return {tonumber(st[1] or '0'), redis.call('ZCARD', KEYS[2])}
 """
 
 # KEYS: lock; ARGV: holder, ttl ms → 1 if held by holder now
@@ -114,6 +137,7 @@ class Joined:
     sold_out: bool
     permit: tuple[str, int] | None  # (permission, expires ms) once admitted
     drawn: bool
+    paused: bool = False
 
 
 def _permit(raw: Any) -> tuple[str, int] | None:
@@ -140,7 +164,7 @@ async def join(
     return Joined(
         queue_id=as_text(r[0]), score=float(as_text(r[1])), new=bool(r[2]), rank=int(r[3]),
         admitted=int(as_text(r[4])), now_ms=int(r[5]), rate=float(as_text(r[6])), sold_out=as_text(r[7]) == "1",
-        permit=_permit(r[8]), drawn=bool(r[9]),
+        permit=_permit(r[8]), drawn=bool(r[9]), paused=as_text(r[10]) == "1",
     )  # fmt: skip
 
 
@@ -155,6 +179,7 @@ class RoomState:
     line: int  # places in the line
     outstanding: int  # permissions not used nor expired
     used: int  # permissions used so far
+    paused: bool = False
 
     @property
     def waiting(self) -> int:
@@ -164,16 +189,16 @@ class RoomState:
 async def read_state(redis: Redis, event_id: str, now_ms: int) -> RoomState:
     """The room as the admitter sees it (expired permissions pruned first)."""
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.hmget(streams.room_state(event_id), ["admitted", "rate", "carry", "sold_out"])
+        pipe.hmget(streams.room_state(event_id), ["admitted", "rate", "carry", "sold_out", "paused"])
         pipe.zcard(streams.room_line(event_id))
         pipe.zremrangebyscore(streams.room_outstanding(event_id), "-inf", now_ms)
         pipe.zcard(streams.room_outstanding(event_id))
         pipe.get(streams.room_used(event_id))
         st, line, _, outstanding, used = await pipe.execute()
-    admitted, rate, carry, sold_out = (as_text(v) if v is not None else None for v in st)
+    admitted, rate, carry, sold_out, paused = (as_text(v) if v is not None else None for v in st)
     return RoomState(
         admitted=int(admitted or 0), rate=float(rate or 0), carry=float(carry or 0), sold_out=sold_out == "1",
-        line=int(line), outstanding=int(outstanding), used=int(used or 0),
+        line=int(line), outstanding=int(outstanding), used=int(used or 0), paused=paused == "1",
     )  # fmt: skip
 
 
@@ -210,6 +235,28 @@ async def admit(
         *(b for b, _, _ in permits), *(f"{p} {e}" for _, p, e in permits), *(e for _, _, e in permits),
     ]  # fmt: skip
     return int(await redis.register_script(_ADMIT)(keys, args))
+
+
+@dataclass(frozen=True)
+class Paused:
+    """A room as a pause or a resume left it."""
+
+    paused: bool
+    admitted: int
+    line: int
+
+    @property
+    def waiting(self) -> int:
+        return max(self.line - self.admitted, 0)
+
+
+async def set_paused(redis: Redis, event_id: str, paused: bool) -> Paused:
+    """Pause (nobody admitted, every place kept) or resume the room's admission,
+    and publish it to its sockets; a resumed room is ticked again."""
+    keys = [streams.room_state(event_id), streams.room_line(event_id), streams.room_updates(event_id), streams.ROOMS]
+    args: list[str | int] = [int(paused), event_id, streams.ROOM_TTL_S, streams.ROOM_UPDATES_MAXLEN]
+    r: list[Any] = await redis.register_script(_PAUSE)(keys, args)
+    return Paused(paused=paused, admitted=int(r[0]), line=int(r[1]))
 
 
 async def hold_lock(redis: Redis, event_id: str, holder: str) -> bool:
