@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything Ticketry needs on a fresh Debian machine of our kind, and
 # nothing twice: system packages (Redis, Prometheus, Pango/HarfBuzz incl. the subsetter,
-# fonts, poppler), uv and just, the FerretDB binary built from the Go module
-# proxy, and the Python workspace. Idempotent; fast when all is there.
+# fonts, poppler), uv and just, the FerretDB and versitygw binaries built from
+# the Go module proxy, and the Python workspace. Idempotent; fast when all is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +46,17 @@ if [[ ! -x .bin/ferretdb || -n "$(find infra/ferretdb -newer .bin/ferretdb -type
   echo "bootstrap: building FerretDB (go build, module proxy)"
   mkdir -p .bin
   (cd infra/ferretdb && CGO_ENABLED=0 go build -trimpath -o ../../.bin/ferretdb .)
+fi
+
+# versitygw (Apache-2.0), an S3-compatible server over a directory: the tests'
+# (and `TICKETRY_STORAGE_BACKEND=s3 just up`'s) object store, pinned, from the Go
+# module proxy. Rebuilt when the pin changes.
+VERSITYGW_VERSION=v1.8.0
+if [[ "$(cat .bin/versitygw.version 2>/dev/null)" != "$VERSITYGW_VERSION" || ! -x .bin/versitygw ]]; then
+  echo "bootstrap: building versitygw $VERSITYGW_VERSION (go install, module proxy)"
+  mkdir -p .bin
+  GOBIN="$PWD/.bin" CGO_ENABLED=0 go install -trimpath "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+  printf '%s' "$VERSITYGW_VERSION" > .bin/versitygw.version
 fi
 
 # Deploy-file validators for tests/unit/test_infra_files.py and

@@ -7,8 +7,9 @@ fields, so one environment configures the whole stack.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from ticketry.auth import ConfigurationError, JwtSettings, is_loopback_url
@@ -27,7 +28,30 @@ class CommonSettings(JwtSettings):
     mongo_url: str = "mongodb://127.0.0.1:27017/ticketry"
     mongo_pool: int = Field(default=16, ge=1)
     dev_mode: bool = False
+    storage_backend: Literal["local", "s3"] = Field(
+        default="local",
+        description="where PDFs are kept (ticketry.storage): `local` files under TICKETRY_STORAGE_DIR, or `s3`: "
+        "objects `<order id>/<ticket id>.pdf` in TICKETRY_S3_BUCKET of an S3-compatible store",
+    )
     storage_dir: Path = Path(".data/tickets")
+    s3_endpoint_url: str | None = Field(default=None, description="the S3-compatible store; none: AWS S3")
+    s3_public_endpoint_url: str | None = Field(
+        default=None, description="where buyers reach the store, if not at TICKETRY_S3_ENDPOINT_URL (presigned links)"
+    )
+    s3_bucket: str = Field(default="ticketry-pdfs", min_length=3, description="created at first use when missing")
+    s3_region: str = "us-east-1"
+    s3_access_key_id: SecretStr | None = Field(default=None, description="none: botocore's credential chain")
+    s3_secret_access_key: SecretStr | None = None
+    s3_presign_ttl_s: int = Field(
+        default=300, ge=1, le=7 * 24 * 3600, description="lifetime of a presigned download link (the api redirects)"
+    )
+    pdf_retention_days: float = Field(
+        default=0.0, ge=0,
+        description="the api deletes the PDFs of events that started more than this many days ago (0: keep)",
+    )  # fmt: skip
+    pdf_retention_interval_s: float = Field(
+        default=3600.0, gt=0, description="how often the api's retention sweep runs"
+    )
     keys_dir: Path = Path(".data/keys")
     log_level: str = "INFO"
     # Finished trace spans as JSON lines (see ticketry.tracing); OTLP via OTEL_* vars.

@@ -1,21 +1,86 @@
-"""Where PDFs live. Paths are built only from validated ids (no traversal)."""
+"""Where PDFs live: one small port (:class:`PdfStore`) and its two adapters.
+
+* :class:`LocalStore` (the default): files ``<storage dir>/<order id>/<ticket
+  id>.pdf``, each written atomically, a batch made durable with one
+  ``syncfs(2)``; the api and the renderers share the directory (one host, or a
+  shared volume).
+* :class:`ticketry.s3store.S3Store`: objects with the same names in a bucket of
+  an S3-compatible store, for renderers and apis on different hosts; the api
+  redirects a download to a presigned URL.
+
+Names are built only from validated ids (no traversal). :func:`open_store`
+picks the adapter from the settings (``TICKETRY_STORAGE_BACKEND``).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import os
+import shutil
 import tempfile
+from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from ticketry.ids import is_valid_id
+
+if TYPE_CHECKING:
+    from ticketry.settings import CommonSettings
+
+
+class StorageUnavailable(Exception):
+    """The store could not be reached or refused the request (not: a PDF is missing)."""
+
+
+class PdfStore(Protocol):
+    """What the renderer and the api need of where PDFs are kept."""
+
+    async def put_all(self, items: Sequence[tuple[str, str, bytes]]) -> list[Exception | None]:
+        """Store each ``(order id, ticket id, pdf)``; one outcome per item (None:
+        stored). Every item stored is durable when this returns, so its ticket
+        may be announced."""
+        ...
+
+    async def stored(self, order_id: str, ticket_ids: Collection[str]) -> set[str]:
+        """Which of ``ticket_ids`` (of one order) have a PDF stored."""
+        ...
+
+    async def exists(self, order_id: str, ticket_id: str) -> bool: ...
+
+    async def read(self, order_id: str, ticket_id: str) -> bytes | None:
+        """The PDF, or None when there is none."""
+        ...
+
+    async def download_url(self, order_id: str, ticket_id: str) -> str | None:
+        """A presigned URL the buyer can fetch the PDF from, or None: the api serves :meth:`read`."""
+        ...
+
+    async def delete_order(self, order_id: str) -> None:
+        """Delete every PDF of the order (none there is fine)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def pdf_key(order_id: str, ticket_id: str) -> str:
+    """``<order id>/<ticket id>.pdf``; refuses anything but our ids."""
+    if not (is_valid_id(order_id, "or") and is_valid_id(ticket_id, "tk")):
+        raise ValueError("invalid id")
+    return f"{order_id}/{ticket_id}.pdf"
+
+
+def order_prefix(order_id: str) -> str:
+    """``<order id>/``: every PDF of the order is under it."""
+    if not is_valid_id(order_id, "or"):
+        raise ValueError("invalid id")
+    return f"{order_id}/"
 
 
 def pdf_path(storage_dir: Path, order_id: str, ticket_id: str) -> Path:
     """``<storage>/<order id>/<ticket id>.pdf``; refuses anything but our ids."""
-    if not (is_valid_id(order_id, "or") and is_valid_id(ticket_id, "tk")):
-        raise ValueError("invalid id")
-    return storage_dir / order_id / f"{ticket_id}.pdf"
+    return storage_dir / pdf_key(order_id, ticket_id)
 
 
 def write_atomic(path: Path, data: bytes, *, fsync: bool = True) -> None:
@@ -51,3 +116,63 @@ def sync_storage(storage_dir: Path) -> None:
             os.sync()
     finally:
         os.close(fd)
+
+
+class LocalStore:
+    """PDFs as files under ``root``. Its calls do their (small, local) file
+    work inline, as the renderer did before there was a port."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    async def put_all(self, items: Sequence[tuple[str, str, bytes]]) -> list[Exception | None]:
+        out: list[Exception | None] = []
+        for order_id, ticket_id, pdf in items:
+            try:
+                write_atomic(pdf_path(self.root, order_id, ticket_id), pdf, fsync=False)
+                out.append(None)
+            except Exception as exc:
+                out.append(exc)
+        if any(e is None for e in out):
+            # Every PDF of the batch is on disk before any of it is announced.
+            sync_storage(self.root)
+        return out
+
+    async def stored(self, order_id: str, ticket_ids: Collection[str]) -> set[str]:
+        return {t for t in ticket_ids if await self.exists(order_id, t)}
+
+    async def exists(self, order_id: str, ticket_id: str) -> bool:
+        # is_file, not exists: a stray directory at the path is a storage fault, not a PDF.
+        try:
+            return pdf_path(self.root, order_id, ticket_id).is_file()
+        except ValueError:
+            return False
+
+    async def read(self, order_id: str, ticket_id: str) -> bytes | None:
+        try:
+            return pdf_path(self.root, order_id, ticket_id).read_bytes()
+        except (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    async def download_url(self, order_id: str, ticket_id: str) -> str | None:
+        return None
+
+    async def delete_order(self, order_id: str) -> None:
+        try:
+            folder = self.root / order_prefix(order_id)
+        except ValueError:
+            return
+        await asyncio.to_thread(shutil.rmtree, folder, ignore_errors=True)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def open_store(settings: CommonSettings) -> PdfStore:
+    """The store the settings name. Opens no connection: the S3 adapter connects
+    (and creates its bucket when missing) at its first call."""
+    if settings.storage_backend == "s3":
+        from ticketry.s3store import S3Store  # botocore loads only where S3 is used
+
+        return S3Store.from_settings(settings)
+    return LocalStore(settings.storage_dir)

@@ -60,6 +60,10 @@ Keys
     (``digest``: sha256 of the template key). TTL ``DESIGN_TTL_S``, refreshed on use.
 ``ticketry:design:{digest}:building`` (string: builder) — one builder at a time,
     TTL ``DESIGN_LOCK_MS``.
+``ticketry:pdfs:purged`` (set of event ids)
+    Events whose PDFs the api's retention sweep deleted
+    (``TICKETRY_PDF_RETENTION_DAYS``), so a sweep visits each old event once.
+    No TTL; one member per past event.
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ ORDERS_IN_FLIGHT: Final = "ticketry:orders:in-flight"
 SCALER_LEADER: Final = "ticketry:scaler:leader"
 SCALER_FENCE: Final = "ticketry:scaler:fence"
 RENDERER_PREFIX: Final = "ticketry:renderer:"
+PDFS_PURGED: Final = "ticketry:pdfs:purged"
 
 
 def render_lane(lane: str, quantity: int) -> str:

@@ -165,6 +165,34 @@ def ferretdb_proc(data_dir: Path, port: int) -> Proc:
     return Proc("ferretdb", argv, dict(os.environ), data_dir / "ferretdb.log")
 
 
+# The dev/test S3 server's root credentials (loopback only, like the dev JWT secret).
+S3_ACCESS_KEY = "ticketry-dev"
+S3_SECRET_KEY = "ticketry-dev-s3-secret"  # noqa: S105 - a dev credential, loopback only
+
+
+def s3_proc(data_dir: Path, port: int, *, bind: tuple[str, ...] = ("127.0.0.1",)) -> Proc:
+    """An S3-compatible server (versitygw, posix backend: one directory per
+    bucket under ``data_dir/objects``) on ``port`` of each address in ``bind``,
+    with root credentials :data:`S3_ACCESS_KEY` / :data:`S3_SECRET_KEY`
+    (passed in its environment, not on its command line)."""
+    binary = BIN / "versitygw"
+    if not binary.exists():
+        raise FileNotFoundError(f"{binary} missing; run infra/bootstrap.sh")
+    (data_dir / "objects").mkdir(parents=True, exist_ok=True)
+    argv = [str(binary), *(a for host in bind for a in ("--port", f"{host}:{port}")), "--quiet",
+            "posix", str(data_dir / "objects")]  # fmt: skip
+    env = {**os.environ, "ROOT_ACCESS_KEY_ID": S3_ACCESS_KEY, "ROOT_SECRET_ACCESS_KEY": S3_SECRET_KEY}
+    return Proc("s3", argv, env, data_dir / "s3.log")
+
+
+def s3_env(endpoint_url: str, bucket: str = "ticketry-pdfs") -> dict[str, str]:
+    """The settings that point a service at the dev S3 server."""
+    return {
+        "TICKETRY_STORAGE_BACKEND": "s3", "TICKETRY_S3_ENDPOINT_URL": endpoint_url, "TICKETRY_S3_BUCKET": bucket,
+        "TICKETRY_S3_ACCESS_KEY_ID": S3_ACCESS_KEY, "TICKETRY_S3_SECRET_ACCESS_KEY": S3_SECRET_KEY,
+    }  # fmt: skip
+
+
 @dataclass
 class Stack:
     """The whole local stack under one data directory."""
@@ -178,6 +206,8 @@ class Stack:
     redis_port: int = 0
     mongo_port: int = 0
     redis_bind: tuple[str, ...] = ("127.0.0.1",)
+    s3_port: int = 0
+    s3_bind: tuple[str, ...] = ("127.0.0.1",)
 
     @property
     def api_url(self) -> str:
@@ -198,6 +228,14 @@ class Stack:
             p = self.procs["ferretdb"] = ferretdb_proc(self.data_dir / "ferretdb", self.mongo_port).start()
             wait_port(self.mongo_port, proc=p.popen)
             mongo_url = f"mongodb://127.0.0.1:{self.mongo_port}/ticketry"
+        if self.env.get("TICKETRY_STORAGE_BACKEND") == "s3" and "TICKETRY_S3_ENDPOINT_URL" not in self.env:
+            # S3 asked for and none named: our own server (s3_proc), like Redis and FerretDB.
+            self.s3_port = self.s3_port or free_port()
+            p = self.procs["s3"] = s3_proc(self.data_dir / "s3", self.s3_port, bind=self.s3_bind).start()
+            wait_port(self.s3_port, proc=p.popen)
+            self.env.update(
+                s3_env(f"http://127.0.0.1:{self.s3_port}", self.env.get("TICKETRY_S3_BUCKET", "ticketry-pdfs"))
+            )
         self.env.setdefault("TICKETRY_REDIS_URL", redis_url)
         self.env.setdefault("TICKETRY_MONGO_URL", mongo_url)
         self.env.setdefault("TICKETRY_STORAGE_DIR", str(self.data_dir / "tickets"))
@@ -275,7 +313,7 @@ class Stack:
                 self.procs[name].stop()
         for r in self.renderers:
             r.stop()
-        for name in ("ferretdb", "redis"):
+        for name in ("ferretdb", "redis", "s3"):
             if name in self.procs:
                 self.procs[name].stop()
 

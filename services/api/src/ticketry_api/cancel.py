@@ -23,8 +23,6 @@ cancel finishes what a crashed one began):
 from __future__ import annotations
 
 import logging
-import shutil
-from pathlib import Path
 from typing import Literal
 
 from redis.asyncio import Redis
@@ -32,8 +30,7 @@ from ticketry import streams
 from ticketry.auth import Principal
 from ticketry.documents import Event, Order, OrderFate, is_placed
 from ticketry.emit import announce_cancelled
-from ticketry.ids import ticket_id
-from ticketry.storage import pdf_path
+from ticketry.storage import PdfStore
 
 from ticketry_api import capacity, writes
 from ticketry_api.errors import Problem
@@ -64,7 +61,7 @@ async def is_cancelled(order_id: str) -> bool:
     return raw is None or not is_placed(raw.get("status"))
 
 
-async def cancel(redis: Redis, order: Order, event: Event, who: Principal, storage_dir: Path) -> None:
+async def cancel(redis: Redis, order: Order, event: Event, who: Principal, store: PdfStore) -> None:
     """Cancel ``order`` (see the module's steps); 409 once a ticket of it was admitted."""
     if await decide_fate(order.id, "cancelled", who.sub) != "cancelled":
         raise Problem(409, "already used", "a ticket of this order has been checked in")
@@ -73,14 +70,6 @@ async def cancel(redis: Redis, order: Order, event: Event, who: Principal, stora
     held = streams.held(order.event_id, order.tier, order.owner_id) if tier and tier.max_per_buyer else None
     await announce_cancelled(redis, order.id, order.quantity, held)
     await capacity.release(event, order.id, order.tier, order.quantity)
-    _delete_pdfs(storage_dir, order)
-
-
-def _delete_pdfs(storage_dir: Path, order: Order) -> None:
-    try:
-        folder = pdf_path(storage_dir, order.id, ticket_id(order.id, 0)).parent
-    except ValueError:
-        return
-    # A render that was under way may still write one; it is never served.
-    shutil.rmtree(folder, ignore_errors=True)
+    # A render that was under way may still store one; it is never served.
+    await store.delete_order(order.id)
     log.info("cancel: PDFs deleted", extra={"order_id": order.id})

@@ -11,6 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from redis.asyncio import Redis
 from ticketry.auth import AuthError, Principal, Role, TokenVerifier
 from ticketry.codes import Keyring
+from ticketry.storage import PdfStore, open_store
 
 from ticketry_api import ratelimit
 from ticketry_api.config import ApiSettings
@@ -26,6 +27,13 @@ class AppState:
     # does not need to know how tokens are verified.
     verifier: TokenVerifier | None = None
     rates: ratelimit.RateSettings = field(default_factory=ratelimit.RateSettings)
+    # Where PDFs are (TICKETRY_STORAGE_BACKEND); opened on first use, closed by the lifespan.
+    store: PdfStore | None = None
+
+    def pdf_store(self) -> PdfStore:
+        if self.store is None:
+            self.store = open_store(self.settings)
+        return self.store
 
     def token_verifier(self) -> TokenVerifier:
         if self.verifier is None:

@@ -14,6 +14,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 from ticketry.db import request_budget
+from ticketry.storage import StorageUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,11 @@ def install(app: FastAPI) -> None:
     async def _redis_down(_: Request, exc: Exception) -> JSONResponse:
         log.warning("redis unreachable: %s", type(exc).__name__)
         return unavailable("queue")
+
+    @app.exception_handler(StorageUnavailable)
+    async def _storage_down(_: Request, exc: StorageUnavailable) -> JSONResponse:
+        log.warning("PDF storage unavailable: %s", str(exc)[:300])
+        return unavailable("storage")
 
     @app.exception_handler(Problem)
     async def _problem(_: Request, exc: Problem) -> JSONResponse:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -19,7 +20,7 @@ from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
-from ticketry_api import errors, metrics, waitingroom, webhooks
+from ticketry_api import errors, metrics, retention, waitingroom, webhooks
 from ticketry_api.admission import Admission, OrderAdmission, bounded_redis
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
@@ -73,12 +74,18 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         )  # fmt: skip
         tasks.append(asyncio.create_task(webhooks.run(redis, stop)))  # webhook dispatcher + sender
         tasks.append(asyncio.create_task(waitingroom.run(redis, app.state.admission, settings, stop)))  # admission
+        if settings.pdf_retention_days:  # PDFs of past events (retention.py)
+            store = app.state.ticketry.pdf_store()
+            sweep = functools.partial(retention.sweep, redis, store, settings.pdf_retention_days)
+            tasks.append(asyncio.create_task(_every(settings.pdf_retention_interval_s, stop, "retention sweep", sweep)))
         freeze_startup_heap()
         try:
             yield
         finally:
             stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if app.state.ticketry.store is not None:
+                await app.state.ticketry.store.aclose()
             await redis.aclose()
             await mongo.close()
 

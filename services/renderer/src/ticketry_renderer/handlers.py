@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
+from opentelemetry import trace
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -38,7 +39,7 @@ from ticketry import streams
 from ticketry.db import Entry, as_text, entries_of
 from ticketry.emit import cancelled_orders, queue_final
 from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
-from ticketry.storage import pdf_path, sync_storage, write_atomic
+from ticketry.storage import PdfStore, StorageUnavailable, open_store, pdf_key
 from ticketry.tasks import pause
 from ticketry.tracing import context_from, current_traceparent, tracer
 
@@ -86,6 +87,8 @@ class Worker:
     settings: RendererSettings
     consumer: str
     design: Design = field(default_factory=Design.default)
+    # Where PDFs go (ticketry.storage); from the settings unless given.
+    store: PdfStore = field(default=None)  # type: ignore[assignment]
     rng: random.Random = field(default_factory=random.Random)
     # (lane, entry id) → monotonic time its retry is due
     retry_due: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -100,6 +103,10 @@ class Worker:
     _busy_s: float = 0.0
     _active: int = 0
     _busy_since: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.store is None:
+            self.store = open_store(self.settings)
 
     @property
     def rate(self) -> float:
@@ -130,7 +137,6 @@ class Worker:
 
     async def _process(self, lane: str, entries: Sequence[Entry], deliveries: dict[str, int] | None) -> None:
         t0 = time.perf_counter()
-        storage = self.settings.storage_dir
         decoded: list[tuple[str, RenderRequest]] = []
         # MULTI/EXEC: a dead letter, its ticket.failed and the ack land together or not at all.
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -150,8 +156,10 @@ class Worker:
             ]
             if todo:
                 await designs.prepare(self.redis, self.design, todo, self.consumer)
+            stored = await self._stored(todo)
             touched = time.monotonic()
-            wrote = False
+            # Rendered here, stored below all at once: (entry id, request, its span, the PDF).
+            made: list[tuple[str, RenderRequest, trace.Span, bytes]] = []
             for i, (entry_id, req) in enumerate(decoded):
                 if req.order_id in cancelled:
                     pipe.xack(lane, streams.RENDERERS_GROUP, entry_id)
@@ -160,34 +168,44 @@ class Worker:
                     metrics.SKIPPED.inc()
                     continue
                 try:
-                    path = pdf_path(storage, req.order_id, req.ticket_id)
+                    pdf_key(req.order_id, req.ticket_id)
                 except ValueError as exc:  # ids we never issue: permanent, no ticket to fail
                     metrics.DEAD_LETTERS.inc()
                     reason = f"invalid ids: {exc}"
                     await self._dead_letter(pipe, lane, entry_id, req.to_fields(), reason, [reason], ack=True)
                     continue
-                # One span per ticket, continuing the api's (the request's traceparent).
-                with _TRACER.start_as_current_span(
+                # One span per ticket, continuing the api's (the request's traceparent);
+                # it ends once the ticket's outcome is queued.
+                span = _TRACER.start_span(
                     "ticket.render", context=context_from(req.traceparent),
                     attributes={"ticket.id": req.ticket_id, "order.id": req.order_id, "lane": lane},
-                ):  # fmt: skip
-                    # is_file, not exists: a stray directory at the path is a storage fault, not a PDF.
-                    if not (req.ticket_id in done.get(req.order_id, ()) or path.is_file()):
-                        touched = await self._keep_alive(lane, [e for e, _ in decoded[i:]], touched)
-                        try:
-                            with time_limit(self.settings.render_timeout_s), metrics.render_timer(lane):
-                                pdf = render_ticket(req, self.design)
-                            write_atomic(path, pdf, fsync=False)
-                            wrote = True
-                        except Exception as exc:
-                            await self._failed(pipe, lane, entry_id, req, exc, deliveries)
-                            continue
-                        self.rendered += 1
-                        metrics.RENDERED.inc()
+                )  # fmt: skip
+                with trace.use_span(span, end_on_exit=False):
+                    if req.ticket_id in done.get(req.order_id, ()) or req.ticket_id in stored:
+                        self._final(pipe, lane, entry_id, req, "rendered")
+                        span.end()
+                        continue
+                    touched = await self._keep_alive(lane, [e for e, _ in decoded[i:]], touched)
+                    try:
+                        with time_limit(self.settings.render_timeout_s), metrics.render_timer(lane):
+                            pdf = render_ticket(req, self.design)
+                    except Exception as exc:
+                        await self._failed(pipe, lane, entry_id, req, exc, deliveries)
+                        span.end()
+                        continue
+                made.append((entry_id, req, span, pdf))
+            # Every PDF of the batch is stored (durable) before any of it is announced.
+            outcomes = (
+                await self.store.put_all([(r.order_id, r.ticket_id, pdf) for _, r, _, pdf in made]) if made else []
+            )
+            for (entry_id, req, span, _), error in zip(made, outcomes, strict=True):
+                with trace.use_span(span, end_on_exit=True):
+                    if error is not None:
+                        await self._failed(pipe, lane, entry_id, req, error, deliveries)
+                        continue
+                    self.rendered += 1
+                    metrics.RENDERED.inc()
                     self._final(pipe, lane, entry_id, req, "rendered")
-            if wrote:
-                # Every PDF of the batch is on disk before any of it is announced.
-                sync_storage(storage)
             metrics.count_final(lane, list(pipe.command_stack), await pipe.execute())
         if entries:
             metrics.BATCH_SECONDS.observe(time.perf_counter() - t0)
@@ -226,6 +244,24 @@ class Worker:
             return touched
         await self.redis.xclaim(lane, streams.RENDERERS_GROUP, self.consumer, max(elapsed_ms - 50, 0), ids, justid=True)
         return time.monotonic()
+
+    async def _stored(self, todo: Sequence[RenderRequest]) -> set[str]:
+        """Which of these tickets already have a PDF stored (rendered before a
+        crash cut their announcement short): announced without a second render.
+        With the store unreachable: none (each is rendered, and its put fails
+        and is retried like any render error)."""
+        by_order: dict[str, list[str]] = {}
+        for r in todo:
+            with contextlib.suppress(ValueError):
+                pdf_key(r.order_id, r.ticket_id)
+                by_order.setdefault(r.order_id, []).append(r.ticket_id)
+        out: set[str] = set()
+        for order_id, tids in by_order.items():
+            try:
+                out |= await self.store.stored(order_id, tids)
+            except StorageUnavailable as exc:
+                log.warning("renderer: storage unavailable", extra={"order_id": order_id, "error": str(exc)[:300]})
+        return out
 
     async def _already_done(self, decoded: list[tuple[str, RenderRequest]]) -> dict[str, set[str]]:
         by_order: dict[str, list[str]] = {}

@@ -122,7 +122,8 @@ def create_app(settings: RendererSettings, consumer: str) -> _App:
 
     @app.on_startup
     async def startup() -> None:
-        settings.storage_dir.mkdir(parents=True, exist_ok=True)
+        if settings.storage_backend == "local":
+            settings.storage_dir.mkdir(parents=True, exist_ok=True)
         await ensure_groups(redis)
         await designs.ensure_group(redis)
         # Under the scaler our values go to its directory and it serves them
@@ -144,6 +145,7 @@ def create_app(settings: RendererSettings, consumer: str) -> _App:
         try:
             await finish_own_work(worker, settings, *tasks)
         finally:
+            await worker.store.aclose()
             await redis.aclose()
 
     return app
@@ -192,7 +194,9 @@ def run() -> None:
 
 async def _finish_alone(settings: RendererSettings, consumer: str) -> None:
     redis = connect_redis(settings.redis_url)
+    worker = Worker(redis=redis, settings=settings, consumer=consumer)
     try:
-        await finish_own_work(Worker(redis=redis, settings=settings, consumer=consumer), settings)
+        await finish_own_work(worker, settings)
     finally:
+        await worker.store.aclose()
         await redis.aclose()

@@ -12,7 +12,6 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ticketry.auth import AuthError, Principal, verify_order_link
 from ticketry.documents import Order
-from ticketry.storage import pdf_path
 
 from ticketry_api import ratelimit
 from ticketry_api.deps import AppState, State, app_state
@@ -93,12 +92,13 @@ async def joined_pdf(state: AppState, order: Order, part: int) -> Response:
         raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
     ids = tickets_of(order, part * PART_SIZE, PART_SIZE)
     statuses = await order_ticket_statuses(order, ids, all_rendered=status == "completed")
-    paths = [
-        pdf_path(state.settings.storage_dir, order.id, t) for t in ids if statuses.get(t) in ("rendered", "checked_in")
-    ]
-    if not paths:
+    rendered = [t for t in ids if statuses.get(t) in ("rendered", "checked_in")]
+    if not rendered:
         raise Problem(409, "not rendered", "none of these tickets is rendered yet")
-    body = await asyncio.to_thread(join_pdfs, paths)
+    store = state.pdf_store()
+    # A PDF that went missing meanwhile (its order was just cancelled) is left out.
+    pdfs = await asyncio.gather(*(store.read(order.id, t) for t in rendered))
+    body = await asyncio.to_thread(join_pdfs, [p for p in pdfs if p is not None])
     name = f"{order.id}.pdf" if order.quantity <= PART_SIZE else f"{order.id}-part{part + 1}.pdf"
     return Response(
         body, media_type="application/pdf",

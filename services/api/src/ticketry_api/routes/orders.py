@@ -191,5 +191,5 @@ async def cancel_order(order_id: str, state: State, who: Canceller) -> CancelOut
     served, its codes no longer admit, its tickets go back to the event.
     Idempotent; refused (409) once any of its tickets has been checked in."""
     order, event = await visible_order(order_id, who)
-    await cancel.cancel(state.redis, order, event, who, state.settings.storage_dir)
+    await cancel.cancel(state.redis, order, event, who, state.pdf_store())
     return CancelOut(id=order.id, status="cancelled", revoked=order.quantity)

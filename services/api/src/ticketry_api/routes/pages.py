@@ -18,18 +18,17 @@ from typing import Annotated
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import BaseModel
 from ticketry.auth import Principal
 from ticketry.documents import Order
 from ticketry.ids import is_valid_id, order_of_ticket, ticket_id
-from ticketry.storage import pdf_path
 
 from ticketry_api.deps import State
 from ticketry_api.errors import Problem
 from ticketry_api.orders import event_of
-from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_of, ticket_status
+from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_of
 from ticketry_api.routes.downloads import (
     LINK_COOKIE,
     bearer_scheme,
@@ -40,6 +39,7 @@ from ticketry_api.routes.downloads import (
     page_reader,
 )
 from ticketry_api.routes.orders import progress_url
+from ticketry_api.routes.tickets import pdf_answer
 from ticketry_api.web.assets import SCAN_PAGE_CSP, Asset, load_assets, order_page_csp
 from ticketry_api.web.links import link_settings
 from ticketry_api.web.pdfs import PART_SIZE
@@ -147,22 +147,14 @@ async def order_state(order_id: str, who: Reader, state: State) -> OrderPage:
 
 
 @router.get("/o/{order_id}/tickets/{ticket}.pdf")
-async def ticket_pdf(order_id: str, ticket: str, who: Reader, state: State) -> FileResponse:
+async def ticket_pdf(order_id: str, ticket: str, who: Reader, state: State) -> Response:
     where = order_of_ticket(ticket)
     if where is None or where[0] != order_id:
         raise Problem(404, "ticket not found")
     t = await ticket_of(ticket)
     if t is None or t.owner_id != who.sub:
         raise Problem(404, "ticket not found")
-    status = await ticket_status(t)
-    path = pdf_path(state.settings.storage_dir, t.order_id, t.id)
-    if status == "cancelled":
-        raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
-    if status in ("queued", "failed") or not path.is_file():
-        raise Problem(409, "not rendered", "the ticket's PDF is not ready")
-    return FileResponse(
-        path, media_type="application/pdf", filename=f"{t.id}.pdf", headers={"Cache-Control": "private, no-store"}
-    )
+    return await pdf_answer(state, t)
 
 
 @router.get("/o/{order_id}/tickets.pdf")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import threading
-from pathlib import Path
 
 import pypdfium2
 
@@ -16,16 +15,16 @@ _PDFIUM = threading.Lock()
 PART_SIZE = 250
 
 
-def join_pdfs(paths: list[Path]) -> bytes:
-    """The pages of ``paths``, in order, as one PDF. Blocking: run it in a thread.
-    A file that went missing meanwhile (its order was just cancelled) is left out."""
+def join_pdfs(pdfs: list[bytes]) -> bytes:
+    """The pages of ``pdfs``, in order, as one PDF. Blocking: run it in a thread.
+    One that cannot be read is left out."""
     with _PDFIUM:
         out = pypdfium2.PdfDocument.new()
         try:
-            for path in paths:
+            for pdf in pdfs:
                 try:
-                    src = pypdfium2.PdfDocument(path)
-                except (FileNotFoundError, pypdfium2.PdfiumError):
+                    src = pypdfium2.PdfDocument(pdf)
+                except pypdfium2.PdfiumError:
                     continue
                 try:
                     out.import_pages(src)

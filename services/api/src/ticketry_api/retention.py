@@ -1,0 +1,45 @@
+"""PDF retention: the PDFs of events that started more than
+``TICKETRY_PDF_RETENTION_DAYS`` ago are deleted, whichever the storage backend.
+
+Every api runs the sweep (no leader): it is idempotent. An event is marked in
+``streams.PDFS_PURGED`` only after all of its orders' PDFs are deleted, so a
+sweep cut short (a crash, the store down) is finished by the next one, and each
+old event is visited once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from redis.asyncio import Redis
+from ticketry import streams
+from ticketry.documents import Event, Order, utcnow
+from ticketry.storage import PdfStore
+
+log = logging.getLogger(__name__)
+
+
+def cutoff(now: datetime, days: float) -> datetime:
+    """Events that started before this are past retention."""
+    return now - timedelta(days=days)
+
+
+async def sweep(redis: Redis, store: PdfStore, days: float, now: datetime | None = None) -> list[str]:
+    """Delete the PDFs of every event past retention not purged yet; the events purged now."""
+    before = cutoff(now or utcnow(), days)
+    old = [d["_id"] async for d in Event.get_pymongo_collection().find({"starts_at": {"$lt": before}}, {"_id": 1})]
+    if not old:
+        return []
+    flags = await redis.smismember(streams.PDFS_PURGED, old)
+    purged = []
+    for event_id in (e for e, seen in zip(old, flags, strict=True) if not seen):
+        orders = Order.get_pymongo_collection().find({"event_id": event_id}, {"_id": 1})
+        n = 0
+        async for order in orders:
+            await store.delete_order(order["_id"])
+            n += 1
+        await redis.sadd(streams.PDFS_PURGED, event_id)
+        log.info("retention: PDFs of a past event deleted", extra={"event_id": event_id, "orders": n})
+        purged.append(event_id)
+    return purged
