@@ -31,7 +31,7 @@ from ticketry_devstack.procs import Stack, tool
 
 from tests.chaos.support import redis_of, wait_until
 from tests.conftest import TokenFactory, make_stack
-from tests.helpers import bearer, create_event, place_order
+from tests.helpers import bearer, create_event, place_order, wait_rendered
 
 pytestmark = pytest.mark.e2e
 
@@ -254,6 +254,66 @@ async def test_private_destinations_are_refused_by_default(api: httpx.AsyncClien
         assert r.status_code == 422, (url, r.text)
         assert "non-public" in r.json()["detail"] and r.json()["type"].endswith("/webhook-url")
     assert (await api.get(path, headers=bearer(organizer))).json()["items"] == []
+
+
+async def dispatcher_counts(api: httpx.AsyncClient) -> tuple[float, float]:
+    """``(orders read from the store, order events skipped)`` by the api's webhook dispatcher."""
+    text = (await api.get("/metrics")).text
+
+    def value(name: str) -> float:
+        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(f"{name} "))
+
+    return value("ticketry_webhook_order_reads_total"), value("ticketry_webhook_orders_skipped_total")
+
+
+async def test_orders_of_events_without_endpoints_cost_no_store_read(
+    hooks_stack: Stack, hapi: httpx.AsyncClient, token: TokenFactory, shop: Shop
+) -> None:
+    # (the first test of this stack with orders: nothing else is dispatched meanwhile)
+    # Given an event with an endpoint, one without, and one whose endpoint was deleted
+    organizer, buyer = token("wh-idx-org", "organizer"), token("wh-idx-buyer", "buyer")
+    hooked, plain, dropped = [await create_event(hapi, organizer) for _ in range(3)]
+    shop.secrets["/idx"] = (await register(hapi, organizer, hooked["id"], shop.endpoint("/idx")))["secret"]
+    gone = await register(hapi, organizer, dropped["id"], shop.endpoint("/idx-gone"))
+    r = await hapi.delete(f"/v1/events/{dropped['id']}/webhooks/{gone['id']}", headers=bearer(organizer))
+    assert r.status_code == 204
+    reads, skipped = await dispatcher_counts(hapi)
+
+    async def complete(event_id: str) -> str:
+        r = await place_order(hapi, buyer, event_id, 1)
+        assert r.status_code == 202, r.text
+        order_id: str = r.json()["id"]
+        await wait_rendered(hapi, order_id, buyer)
+        return order_id
+
+    async def delivered(order_id: str) -> None:
+        async def got() -> bool:
+            return bool(shop.got("/idx", "order.completed", order_id))
+
+        await wait_until(got, WAIT_S)
+
+    # When an order of each endpoint-less event completes, and then one of the hooked event
+    for e in (plain, dropped):
+        await complete(e["id"])
+    await delivered(await complete(hooked["id"]))
+
+    # Then the hooked one was delivered (after the others in the stream: they were dispatched),
+    # read from the store alone; the other two were skipped without a read
+    now_reads, now_skipped = await dispatcher_counts(hapi)
+    assert (now_reads - reads, now_skipped - skipped) == (1, 2)
+    assert not shop.of("/idx-gone")
+
+    # When Redis forgets which events have endpoints (a first deploy, a flushed Redis)
+    redis = redis_of(hooks_stack)
+    try:
+        await redis.delete(streams.WEBHOOK_EVENTS)
+        # Then the next order of the hooked event is still delivered: the set is rebuilt from the store
+        await delivered(await complete(hooked["id"]))
+        members = {m.decode() for m in await redis.smembers(streams.WEBHOOK_EVENTS)}
+    finally:
+        await redis.aclose()
+    assert {streams.WEBHOOK_EVENTS_BUILT, hooked["id"]} <= members
+    assert not {plain["id"], dropped["id"]} & members
 
 
 async def test_orders_are_signed_retried_and_received_once_per_webhook_id(

@@ -27,8 +27,9 @@ Streams
 
 Keys
 ----
-``ticketry:order:{id}:progress`` (hash: total, rendered, failed, owner, completed, cancelled)
-    Live counters, updated atomically with each ticket event. ``completed`` /
+``ticketry:order:{id}:progress`` (hash: total, rendered, failed, owner, order_id, event_id, completed, cancelled)
+    Live counters, updated atomically with each ticket event (``event_id``: for
+    the webhook dispatcher; orders placed before it was written have none). ``completed`` /
     ``cancelled`` hold the stream id of the order's ``order.completed`` /
     ``order.cancelled`` event once there is one; a cancelled order emits no
     further ticket events. TTL ``PROGRESS_TTL_S``.
@@ -192,9 +193,16 @@ def design_lock(digest: str) -> str:
 # ``ticketry:webhooks:dead`` (stream: the delivery's fields + ``dlq_reason``,
 #     ``dlq_at``) — deliveries that failed their last attempt or were refused for
 #     good. Never trimmed: ``ticketryctl webhooks redrive`` / ``… delete`` empties it.
+# ``ticketry:webhooks:events`` (set of event ids, and the marker ``*``)
+#     Events that have webhook endpoints (``ticketry_api.webhooks.index``), kept
+#     by the endpoint routes; the dispatcher reads the store only for orders of
+#     these. ``*``: built from the store (without it the dispatcher rebuilds it).
+#     No TTL; one member per event with an endpoint (one whose last was deleted may linger).
 WEBHOOK_DELIVERIES: Final = "ticketry:webhooks:deliveries"
 WEBHOOK_RETRIES: Final = "ticketry:webhooks:retries"
 WEBHOOK_DEAD: Final = "ticketry:webhooks:dead"
+WEBHOOK_EVENTS: Final = "ticketry:webhooks:events"
+WEBHOOK_EVENTS_BUILT: Final = "*"  # no event id is "*"
 WEBHOOKS_GROUP: Final = "webhooks"
 WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 

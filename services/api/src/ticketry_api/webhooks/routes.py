@@ -3,6 +3,8 @@
 ``POST`` registers a URL and answers its signing secret, once; ``GET`` lists
 the endpoints without secrets; ``DELETE`` removes one (what was queued for it
 is dropped). An unknown event, or one the caller does not organise, is 404.
+Both writes keep the set of events with endpoints (``index``) that the
+dispatcher reads instead of the store.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from ticketry.auth import Principal
 from ticketry.webhook_documents import WEBHOOK_TYPES, WebhookEndpoint, WebhookType
 
-from ticketry_api.deps import require
+from ticketry_api.deps import State, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.routes.events import own_event
+from ticketry_api.webhooks import index
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.destinations import RefusedDestination, check_destination
 from ticketry_api.webhooks.signing import new_secret
@@ -74,7 +77,9 @@ def _out(hook: WebhookEndpoint) -> WebhookOut:
 
 
 @router.post("", status_code=201, response_model=WebhookCreated, responses=problems(401, 403, 404, 409, 422))
-async def create_webhook(event_id: str, body: WebhookIn, who: Organizer, settings: Settings) -> WebhookCreated:
+async def create_webhook(
+    event_id: str, body: WebhookIn, who: Organizer, settings: Settings, state: State
+) -> WebhookCreated:
     event = await own_event(event_id, who)
     try:
         await check_destination(body.url, allow_private=settings.allow_private)
@@ -87,7 +92,9 @@ async def create_webhook(event_id: str, body: WebhookIn, who: Organizer, setting
         id=f"wh_{secrets.token_hex(10)}", event_id=event.id, url=body.url, secret=new_secret(),
         types=sorted(set(body.types), key=body.types.index), description=body.description, created_by=who.sub,
     )  # fmt: skip
+    await index.adding(state.redis, event.id)  # a crash after the insert leaves the event in
     await hook.insert()
+    await index.adding(state.redis, event.id)  # again: a concurrent delete may have removed it meanwhile
     return WebhookCreated(**_out(hook).model_dump(), secret=hook.secret)
 
 
@@ -99,10 +106,11 @@ async def list_webhooks(event_id: str, who: Organizer) -> WebhookList:
 
 
 @router.delete("/{webhook_id}", status_code=204, responses=problems(401, 403, 404, 422))
-async def delete_webhook(event_id: str, webhook_id: str, who: Organizer) -> Response:
+async def delete_webhook(event_id: str, webhook_id: str, who: Organizer, state: State) -> Response:
     event = await own_event(event_id, who)
     hook = await WebhookEndpoint.get(webhook_id) if _WEBHOOK_ID.match(webhook_id) else None
     if hook is None or hook.event_id != event.id:
         raise Problem(404, "webhook not found")
     await WebhookEndpoint.get_pymongo_collection().delete_one({"_id": hook.id})
+    await index.removed(state.redis, event.id)
     return Response(status_code=204)
