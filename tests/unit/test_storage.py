@@ -121,6 +121,8 @@ def test_settings_pick_the_adapter(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert isinstance(open_store(CommonSettings()), LocalStore)
     monkeypatch.setenv("TICKETRY_STORAGE_BACKEND", "s3")
     monkeypatch.setenv("TICKETRY_S3_SECRET_ACCESS_KEY", "not-printed")
+    monkeypatch.setenv("TICKETRY_S3_ENDPOINT_URL", "")  # compose's ${VAR:-}: not set (AWS)
     settings = CommonSettings()
+    assert settings.s3_endpoint_url is None
     assert isinstance(open_store(settings), S3Store)
     assert "not-printed" not in repr(settings)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from ticketry.auth import ConfigurationError, JwtSettings, is_loopback_url
@@ -58,6 +58,14 @@ class CommonSettings(JwtSettings):
     trace_file: Path | None = None
     render_max_attempts: int = Field(default=5, ge=1)
     max_tickets_per_order: int = Field(default=10_000, ge=1, le=MAX_TICKETS_PER_ORDER)
+
+    @field_validator(
+        "s3_endpoint_url", "s3_public_endpoint_url", "s3_access_key_id", "s3_secret_access_key", mode="before"
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """``VAR=`` (compose's ``${VAR:-}``) means not set."""
+        return None if value == "" else value
 
     @property
     def jwt_key(self) -> str:
