@@ -17,9 +17,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import os
 
-# Imported by a renderer when it starts, not when its module is imported.
-STARTUP_MODULES = ("uvloop", "anyio._backends._asyncio")
+# Imported by a renderer when it starts, not when its module is imported; with
+# S3 storage also its client (aiobotocore, botocore, aiohttp: ~2 s of import
+# under load, paid at the first batch otherwise).
+STARTUP_MODULES = ("uvloop", "anyio._backends._asyncio") + (
+    ("ticketry.s3store",) if os.environ.get("TICKETRY_STORAGE_BACKEND") == "s3" else ()
+)
 
 for _name in STARTUP_MODULES:
     with contextlib.suppress(ImportError):  # not every preloaded command uses them
