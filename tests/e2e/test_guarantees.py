@@ -16,8 +16,9 @@ from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo
 from ticketry.documents import Event, Order
 from ticketry.ids import new_id, ticket_ids
-from ticketry_api import capacity, orders
+from ticketry_api import orders
 from ticketry_api.errors import Problem
+from ticketry_api.store import Store, ledger
 from ticketry_api.trim import Trimmer
 from ticketry_devstack.procs import Stack
 
@@ -66,6 +67,7 @@ async def test_two_processes_racing_for_the_last_tickets_never_oversell(
     try:
         ev = await Event.get(event["id"])
         assert ev is not None
+        capacity = Store.create().ledger  # this process's own writer of the ledger
         mine = {new_id("or"): 1 + i % 3 for i in range(30)}
 
         async def reserve_then_maybe_release(order_id: str, qty: int, give_back: bool) -> int:
@@ -94,10 +96,10 @@ async def test_two_processes_racing_for_the_last_tickets_never_oversell(
             running += e["delta"]
             assert (e["seq"], e["sold_after"]) == (n, running) and 0 <= running <= capacity_
         # (the head, found by _id alone, from nothing or from any entry on; one tier: it sold it all)
-        want = capacity.Head(len(entries), running, {"standard": running})
-        assert await capacity.head(ev.id) == want
-        third = capacity.Head(3, entries[2]["sold_after"], entries[2]["tier_sold"])
-        assert await capacity.head(ev.id, third) == want
+        want = ledger.Head(len(entries), running, {"standard": running})
+        assert await ledger.head(ev.id) == want
+        third = ledger.Head(3, entries[2]["sold_after"], entries[2]["tier_sold"])
+        assert await ledger.head(ev.id, third) == want
         # And each of this process's orders was reserved at most once, and looks reserved
         reserved_for = [o for e in entries for o in e["orders"]]
         assert any(len(e["orders"]) > 1 for e in entries)  # group commit did serve several at once
@@ -174,10 +176,11 @@ async def test_reservation_without_order_is_released_and_the_late_order_refused(
     try:
         ev = await Event.get(event["id"])
         assert ev is not None
+        store = Store.create()  # this process plays the stuck api
         orphan = new_id("or")
         member = streams.in_flight_member(orphan, ev.id, 3, "standard")
         await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: _ms_ago(minutes=5)})
-        assert await capacity.reserve(ev, orphan, "standard", 3)
+        assert await store.ledger.reserve(ev, orphan, "standard", 3)
         assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 3
 
         # When the api's outbox sweep has looked at it
@@ -198,7 +201,7 @@ async def test_reservation_without_order_is_released_and_the_late_order_refused(
             idem=f"auto:{orphan}", request_hash="x",
         )  # fmt: skip
         with pytest.raises(Problem) as refused:
-            await orders.record(redis, keyring, ev, late)
+            await orders.record(redis, keyring, store, ev, late)
         assert refused.value.status == 503
         assert (await api.get(f"/v1/orders/{orphan}", headers=bearer(admin))).status_code == 404
         assert (await api.get(f"/v1/tickets/{late.ticket_ids[0]}", headers=bearer(admin))).status_code == 404

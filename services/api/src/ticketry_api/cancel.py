@@ -32,17 +32,18 @@ from ticketry.documents import Event, Order, OrderFate, is_placed
 from ticketry.emit import announce_cancelled
 from ticketry.storage import PdfStore
 
-from ticketry_api import capacity, writes
 from ticketry_api.errors import Problem
+from ticketry_api.store import Store
+from ticketry_api.store.writer import Writer
 
 log = logging.getLogger(__name__)
 Fate = Literal["cancelled", "used"]
 
 
-async def decide_fate(order_id: str, fate: Fate, by: str) -> Fate:
+async def decide_fate(writer: Writer, order_id: str, fate: Fate, by: str) -> Fate:
     """Propose ``fate`` for the order; the fate it has (this one if it won)."""
     doc = OrderFate(id=order_id, fate=fate, by=by)
-    if not await writes.insert(OrderFate.get_pymongo_collection(), [doc.model_dump(by_alias=True)]):
+    if not await writer.insert(OrderFate.get_pymongo_collection(), [doc.model_dump(by_alias=True)]):
         return fate
     return await fate_of(order_id) or fate
 
@@ -61,15 +62,15 @@ async def is_cancelled(order_id: str) -> bool:
     return raw is None or not is_placed(raw.get("status"))
 
 
-async def cancel(redis: Redis, order: Order, event: Event, who: Principal, store: PdfStore) -> None:
+async def cancel(redis: Redis, db: Store, order: Order, event: Event, who: Principal, store: PdfStore) -> None:
     """Cancel ``order`` (see the module's steps); 409 once a ticket of it was admitted."""
-    if await decide_fate(order.id, "cancelled", who.sub) != "cancelled":
+    if await decide_fate(db.writer, order.id, "cancelled", who.sub) != "cancelled":
         raise Problem(409, "already used", "a ticket of this order has been checked in")
     await Order.get_pymongo_collection().update_one({"_id": order.id}, {"$set": {"status": "cancelled"}})
     tier = event.tier(order.tier)
     held = streams.held(order.event_id, order.tier, order.owner_id) if tier and tier.max_per_buyer else None
     await announce_cancelled(redis, order.id, order.quantity, held)
-    await capacity.release(event, order.id, order.tier, order.quantity)
+    await db.ledger.release(event, order.id, order.tier, order.quantity)
     # A render that was under way may still store one; it is never served.
     await store.delete_order(order.id)
     log.info("cancel: PDFs deleted", extra={"order_id": order.id})

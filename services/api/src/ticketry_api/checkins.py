@@ -28,10 +28,10 @@ from ticketry.codes import InvalidCode, Keyring, Verified
 from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, ScanAnswer, utcnow
 from ticketry.ids import is_valid_id
 
-from ticketry_api import writes
 from ticketry_api.cancel import decide_fate
 from ticketry_api.errors import Problem
 from ticketry_api.readmodel import ticket_of
+from ticketry_api.store.writer import Writer
 
 Outcome = Literal["admitted", "already", "wrong_list", "unknown"]
 
@@ -74,10 +74,10 @@ def verify(keyring: Keyring, code: str) -> Verified:
         raise _unknown() from None
 
 
-async def scan(keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
+async def scan(writer: Writer, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
     """Judge one scan on ``lst`` (see the module's steps)."""
     try:
-        return await _admit(keyring, lst, code, who)
+        return await _admit(writer, keyring, lst, code, who)
     except Problem as p:
         outcome: Outcome = "wrong_list" if p.type.endswith("/wrong-list") else "unknown"
         if p.status == 409 and outcome != "wrong_list":
@@ -85,7 +85,7 @@ async def scan(keyring: Keyring, lst: CheckinList, code: str, who: Principal) ->
         return ScanResult(p.status, p.body(), outcome)
 
 
-async def _admit(keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
+async def _admit(writer: Writer, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
     async def attempt(ticket_id: str | None, result: Any) -> None:
         await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result=result, list_id=lst.id).insert()
 
@@ -105,12 +105,12 @@ async def _admit(keyring: Keyring, lst: CheckinList, code: str, who: Principal) 
             409, "wrong list", f"this ticket ({ticket.tier}) does not admit on {lst.name!r}", kind="wrong-list",
             extra={"ticket_id": ticket.id, "event_id": ticket.event_id, "tier": ticket.tier},
         )  # fmt: skip
-    if ticket.cancelled or await decide_fate(ticket.order_id, "used", who.sub) != "used":
+    if ticket.cancelled or await decide_fate(writer, ticket.order_id, "used", who.sub) != "used":
         await attempt(ticket.id, "refused")
         raise _unknown()
     now = utcnow()
     admission = Admission(id=f"{lst.id}/{ticket.id}", list_id=lst.id, ticket_id=ticket.id, staff_id=who.sub, at=now)
-    if await writes.insert(Admission.get_pymongo_collection(), [admission.model_dump(by_alias=True)]):
+    if await writer.insert(Admission.get_pymongo_collection(), [admission.model_dump(by_alias=True)]):
         first = await Admission.get(admission.id)
         await attempt(ticket.id, "already_checked_in")
         at = first.at if first else now
@@ -120,7 +120,7 @@ async def _admit(keyring: Keyring, lst: CheckinList, code: str, who: Principal) 
         )  # fmt: skip
     # The ticket's first admission on any list makes it checked_in (a duplicate: not its first).
     first_any = Checkin(id=ticket.id, order_id=ticket.order_id, staff_id=who.sub, list_id=lst.id, at=now)
-    await writes.insert(Checkin.get_pymongo_collection(), [first_any.model_dump(by_alias=True)])
+    await writer.insert(Checkin.get_pymongo_collection(), [first_any.model_dump(by_alias=True)])
     await attempt(ticket.id, "accepted")
     body = {
         "ticket_id": ticket.id, "event_id": ticket.event_id, "tier": ticket.tier,
@@ -129,24 +129,26 @@ async def _admit(keyring: Keyring, lst: CheckinList, code: str, who: Principal) 
     return ScanResult(200, body, "admitted")
 
 
-async def scan_once(keyring: Keyring, lst: CheckinList, code: str, who: Principal, nonce: str | None) -> ScanResult:
+async def scan_once(
+    writer: Writer, keyring: Keyring, lst: CheckinList, code: str, who: Principal, nonce: str | None
+) -> ScanResult:
     """:func:`scan`, answered once per ``nonce``: the first upload of a scan
     claims the nonce (a unique insert) and keeps its answer there; another
     upload of it gets that answer. A claim whose answer never came (its api
     died) is judged again after ``NONCE_STALE_S``: the ticket cannot admit
     twice on a list, so the worst is an ``already`` where ``admitted`` was due."""
     if nonce is None:
-        return await scan(keyring, lst, code, who)
+        return await scan(writer, keyring, lst, code, who)
     col = ScanAnswer.get_pymongo_collection()
     key = f"{who.sub}\x1f{nonce}"
-    if not await writes.insert(col, [ScanAnswer(id=key, status=0, body={}).model_dump(by_alias=True)]):
-        return await _answer(col, key, await scan(keyring, lst, code, who))
+    if not await writer.insert(col, [ScanAnswer(id=key, status=0, body={}).model_dump(by_alias=True)]):
+        return await _answer(col, key, await scan(writer, keyring, lst, code, who))
     for _ in range(NONCE_WAITS):
         doc = await col.find_one({"_id": key})
         if doc is not None and doc["status"]:
             return ScanResult(int(doc["status"]), dict(doc["body"]), doc.get("outcome", "already"))
         if doc is not None and (utcnow() - doc["at"]).total_seconds() > NONCE_STALE_S:
-            return await _answer(col, key, await scan(keyring, lst, code, who))
+            return await _answer(col, key, await scan(writer, keyring, lst, code, who))
         await asyncio.sleep(0.05)
     raise Problem(409, "scan in progress", "this scan's first upload is still being judged; retry")
 

@@ -16,6 +16,7 @@ from ticketry.storage import PdfStore, open_store
 from ticketry_api import ratelimit
 from ticketry_api.config import ApiSettings
 from ticketry_api.errors import Problem
+from ticketry_api.store import Store
 
 
 @dataclass
@@ -23,6 +24,7 @@ class AppState:
     settings: ApiSettings
     redis: Redis
     keyring: Keyring
+    db: Store  # the process's writer, capacity ledgers and events read (ticketry_api.store)
     # Built on first use from the same environment (TICKETRY_JWT_*), so main.py
     # does not need to know how tokens are verified.
     verifier: TokenVerifier | None = None

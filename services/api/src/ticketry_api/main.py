@@ -29,6 +29,7 @@ from ticketry_api.orders import sweep_outbox
 from ticketry_api.projector import run_projector
 from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets
 from ticketry_api.routes import pages as page_routes
+from ticketry_api.store import Store
 from ticketry_api.waitingroom import routes as waitingroom_routes
 
 log = logging.getLogger(__name__)
@@ -56,24 +57,29 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
         # The fonts that judge holder names load here, not in the first order.
         await asyncio.to_thread(fonts.fits, "Ticketry")
-        app.state.ticketry = AppState(settings, redis, keyring)
+        store = Store.create()
+        app.state.ticketry = AppState(settings, redis, keyring, store)
         # Fail at start-up, not on every request, when the token keys are unusable.
         app.state.ticketry.token_verifier()
         stop = asyncio.Event()
         tasks = []
         if settings.run_projector:
             consumer = f"api-{socket.gethostname()}-{os.getpid()}"
-            tasks.append(asyncio.create_task(run_projector(redis, consumer, settings.projector_batch, stop)))
+            tasks.append(
+                asyncio.create_task(run_projector(redis, store.writer, consumer, settings.projector_batch, stop))
+            )
         tasks.append(
             asyncio.create_task(
                 _every(
                     settings.outbox_interval_s, stop, "outbox sweep",
-                    lambda: sweep_outbox(redis, keyring, settings.outbox_grace_s),
+                    lambda: sweep_outbox(redis, keyring, store, settings.outbox_grace_s),
                 )
             )
         )  # fmt: skip
         tasks.append(asyncio.create_task(webhooks.run(redis, stop)))  # webhook dispatcher + sender
-        tasks.append(asyncio.create_task(waitingroom.run(redis, app.state.admission, settings, stop)))  # admission
+        tasks.append(
+            asyncio.create_task(waitingroom.run(redis, store, app.state.admission, settings, stop))
+        )  # admission
         if settings.pdf_retention_days:  # PDFs of past events (retention.py)
             store = app.state.ticketry.pdf_store()
             sweep = functools.partial(retention.sweep, redis, store, settings.pdf_retention_days)

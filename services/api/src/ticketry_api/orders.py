@@ -4,7 +4,7 @@ Order of steps (no transactions on FerretDB, so each step is safe to crash after
 
 1. Note the order in Redis's in-flight set (``streams.ORDERS_IN_FLIGHT``): the
    outbox entry, one ZADD.
-2. Reserve capacity in the event's ledger (``capacity.reserve``): an insert
+2. Reserve capacity in the event's ledger (``store.ledger``): an insert
    that only one concurrent writer can win, so concurrent orders cannot
    oversell. (Not a conditional ``$inc``: FerretDB v1 does not apply those
    atomically; see ``documents.Reservation``.)
@@ -17,7 +17,7 @@ Order of steps (no transactions on FerretDB, so each step is safe to crash after
 
 Two writes to the store per order, neither an update (each FerretDB update
 is a transaction of its own, and the store is the bottleneck of
-``POST /v1/orders``), both through the process's one writer (``writes``): the
+``POST /v1/orders``), both through the process's one writer (``store.writer``): the
 orders that arrive together share each insert, and an order's ledger entry
 and the order go in one round of it, the order only if the entry went in.
 The outbox lives beside the render stream it guards, so step 4 closes it
@@ -57,15 +57,15 @@ from ticketry.events import RenderRequest
 from ticketry.ids import is_valid_id, new_id, ticket_id, ticket_ids
 from ticketry.tracing import current_traceparent
 
-from ticketry_api import capacity, ratelimit, writes
+from ticketry_api import ratelimit
 from ticketry_api.errors import Problem
 from ticketry_api.ratelimit import RateSettings
 from ticketry_api.schemas import OrderIn
+from ticketry_api.store import Store
+from ticketry_api.store.writer import Step, Writer
 
 log = logging.getLogger(__name__)
 SWEEP_BATCH = 500
-EVENT_CACHE_SIZE = 1024
-_events: dict[str, Event] = {}
 
 
 def request_hash(body: OrderIn) -> str:
@@ -94,6 +94,7 @@ def member_of(order: Order) -> str:
 
 async def place_order(
     *,
+    store: Store,
     redis: Redis,
     keyring: Keyring,
     principal: Principal,
@@ -123,7 +124,7 @@ async def place_order(
 
     if not is_valid_id(body.event_id, "ev"):
         raise Problem(404, "event not found")
-    event = await event_of(body.event_id)
+    event = await store.event(body.event_id)
     if event is None:
         raise Problem(404, "event not found")
     if gate is not None:  # the on-sale's rules (waitingroom.gate); not for a replay above
@@ -151,14 +152,14 @@ async def place_order(
     )
     await _admit(redis, principal, order, tier, rates)
     # The order follows the ledger entry in the same round (step 3).
-    taken = await capacity.reserve(event, order_id, tier.id, body.quantity, then=order_steps(order))
+    taken = await store.ledger.reserve(event, order_id, tier.id, body.quantity, then=order_steps(order))
     if taken is None:
         await _give_back(redis, order, tier)
         if idem is not None and (winner := await Order.find_one({"idem": idem})) is not None:
             return await _replay(redis, winner, digest, principal)
         raise Problem(409, "sold out", f"the event or its tier {tier.id!r} has fewer tickets left than requested")
     first_dup, _ = await taken.written()
-    return await record(redis, keyring, event, order, order_written=first_dup != 0)
+    return await record(redis, keyring, store, event, order, order_written=first_dup != 0)
 
 
 def check_names(names: set[str]) -> None:
@@ -251,39 +252,25 @@ async def _give_back(redis: Redis, order: Order, tier: Tier) -> None:
         await pipe.execute()
 
 
-async def event_of(event_id: str) -> Event | None:
-    """The event, from this process's cache when seen before: events never
-    change once created (there is no update route), and this saves a store read
-    per order."""
-    if (cached := _events.get(event_id)) is not None:
-        return cached
-    event = await Event.get(event_id)
-    if event is not None:
-        if len(_events) >= EVENT_CACHE_SIZE:
-            _events.pop(next(iter(_events)))  # the oldest entry
-        _events[event_id] = event
-    return event
-
-
-def order_steps(order: Order) -> list[writes.Step]:
+def order_steps(order: Order) -> list[Step]:
     """The writes that record ``order`` once its capacity is reserved."""
     return [(Order.get_pymongo_collection(), [order.model_dump(by_alias=True)])]
 
 
 async def record(
-    redis: Redis, keyring: Keyring, event: Event, order: Order, *, order_written: bool | None = None
+    redis: Redis, keyring: Keyring, store: Store, event: Event, order: Order, *, order_written: bool | None = None
 ) -> Order:
     """Steps 3 and 4 for an order whose capacity is reserved: insert it
     (unless ``order_written`` says how that went already), enqueue the
     renders. Answers the first order instead when the Idempotency-Key lost a
     race, and 503 when the sweep abandoned it."""
     if order_written is None:
-        first_dup, _ = await writes.insert_chain(order_steps(order))
+        first_dup, _ = await store.writer.insert_chain(order_steps(order))
         order_written = first_dup != 0
     if not order_written:
         # Either way this order will not exist: give its tickets back (once-only
         # by the ledger's unique tag, so the sweep may have done it already).
-        await capacity.release(event, order.id, order.tier, order.quantity)
+        await store.ledger.release(event, order.id, order.tier, order.quantity)
         tier = event.tier(order.tier)
         if tier is not None:
             await _give_back(redis, order, tier)
@@ -345,7 +332,7 @@ async def _replay(redis: Redis, order: Order, digest: str, principal: Principal 
     raise Problem(409, "order in progress", "the first request with this key is still running")
 
 
-async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
+async def sweep_outbox(redis: Redis, keyring: Keyring, store: Store, grace_s: float) -> int:
     """Finish or undo the orders that stayed in flight longer than ``grace_s``
     (their api crashed or stalled); returns how many were handled."""
     cutoff = _now_ms() - int(grace_s * 1000)
@@ -353,26 +340,30 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, grace_s: float) -> int:
     for raw in stale:
         member = as_text(raw)
         order_id, event_id, quantity, tier = streams.parse_in_flight_member(member)
-        event = await event_of(event_id)
+        event = await store.event(event_id)
         order = await Order.get(order_id)
         if event is not None and order is not None and is_placed(order.status):
             await enqueue(redis, keyring, order, event)
             log.warning("outbox: re-enqueued order", extra={"order_id": order_id})
-        elif event is not None and await _abandon(order_id, event_id, quantity) and await capacity.reserved(order_id):
-            await capacity.release(event, order_id, tier, quantity)
+        elif (
+            event is not None
+            and await _abandon(store.writer, order_id, event_id, quantity)
+            and await store.ledger.reserved(order_id)
+        ):
+            await store.ledger.release(event, order_id, tier, quantity)
             log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
         await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
     return len(stale)
 
 
-async def _abandon(order_id: str, event_id: str, quantity: int) -> bool:
+async def _abandon(writer: Writer, order_id: str, event_id: str, quantity: int) -> bool:
     """Claim ``order_id`` for the sweep with a tombstone; True if the sweep owns it
     (now, or from an earlier sweep that crashed before releasing)."""
     tombstone = Order(
         id=order_id, owner_id="", event_id=event_id, quantity=quantity, tier="standard",
         holder_name="", status="abandoned", ticket_ids=[], idem=f"abandoned:{order_id}", request_hash="",
     )  # fmt: skip
-    if await writes.insert(Order.get_pymongo_collection(), [tombstone.model_dump(by_alias=True)]):
+    if await writer.insert(Order.get_pymongo_collection(), [tombstone.model_dump(by_alias=True)]):
         return await stored_status(order_id) == "abandoned"
     return True
 

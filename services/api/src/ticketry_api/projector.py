@@ -35,8 +35,8 @@ from ticketry.db import ensure_group, entries_of, next_cursor
 from ticketry.documents import OrderState, TicketState
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
-from ticketry_api import writes
 from ticketry_api.readmodel import completed_status
+from ticketry_api.store.writer import Writer
 from ticketry_api.trim import trim_all
 
 log = logging.getLogger(__name__)
@@ -84,27 +84,27 @@ class Fold:
                 ).model_dump(by_alias=True)  # fmt: skip
 
 
-async def apply(events: Iterable[TicketEvent]) -> None:
+async def apply(writer: Writer, events: Iterable[TicketEvent]) -> None:
     fold = Fold()
     for ev in events:
         fold.add(ev)
     if fold.states:
-        await insert_states(list(fold.states.values()))
+        await insert_states(writer, list(fold.states.values()))
     if fold.outcomes:
-        await insert_outcomes(list(fold.outcomes.values()))
+        await insert_outcomes(writer, list(fold.outcomes.values()))
 
 
-async def insert_outcomes(docs: list[dict[str, Any]]) -> None:
+async def insert_outcomes(writer: Writer, docs: list[dict[str, Any]]) -> None:
     """Insert order outcomes in one batch. A duplicate is a replay (nothing to
     do) or a second completion after a re-drive (newer: replace the counters)."""
     col = OrderState.get_pymongo_collection()
-    for doc in await _insert_new(col, docs):
+    for doc in await _insert_new(writer, col, docs):
         current = await col.find_one({"_id": doc["_id"]}, {"last_event": 1})
         if current is not None and current["last_event"] < doc["last_event"]:
             await col.update_one({"_id": doc["_id"]}, {"$set": {k: v for k, v in doc.items() if k != "_id"}})
 
 
-async def insert_states(docs: list[dict[str, Any]]) -> None:
+async def insert_states(writer: Writer, docs: list[dict[str, Any]]) -> None:
     """Insert render outcomes in one batch (one transaction on FerretDB).
 
     A duplicate means the ticket already has a state: a replay (nothing to do),
@@ -112,7 +112,7 @@ async def insert_states(docs: list[dict[str, Any]]) -> None:
     one transition that needs an update; rare).
     """
     col = TicketState.get_pymongo_collection()
-    for doc in await _insert_new(col, docs):
+    for doc in await _insert_new(writer, col, docs):
         if doc["status"] == "rendered":
             current = await col.find_one({"_id": doc["_id"]}, {"status": 1})
             if current is not None and current["status"] == "failed":
@@ -121,13 +121,13 @@ async def insert_states(docs: list[dict[str, Any]]) -> None:
                 )
 
 
-async def _insert_new(col: Any, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _insert_new(writer: Writer, col: Any, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Insert ``docs`` in one batch (through the api's one writer); the ones
     whose ``_id`` already existed."""
-    return [docs[i] for i in await writes.insert(col, docs)]
+    return [docs[i] for i in await writer.insert(col, docs)]
 
 
-async def fold_and_ack(redis: Redis, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
+async def fold_and_ack(redis: Redis, writer: Writer, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
     """Apply a batch to MongoDB, then ack it (a crash in between re-applies: harmless)."""
     good: list[TicketEvent] = []
     ids: list[bytes] = []
@@ -137,12 +137,12 @@ async def fold_and_ack(redis: Redis, entries: list[tuple[bytes, dict[bytes, byte
             good.append(decode_ticket_event(entry_id, fields))
         except DecodeError:
             log.error("projector: undecodable event skipped", extra={"entry": entry_id})
-    await apply(good)
+    await apply(writer, good)
     if ids:
         await redis.xack(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, *ids)
 
 
-async def claim_abandoned(redis: Redis, consumer: str, batch: int, idle_ms: int) -> int:
+async def claim_abandoned(redis: Redis, writer: Writer, consumer: str, batch: int, idle_ms: int) -> int:
     """Take over events a dead api process read but never acked (its consumer
     name died with its pid). Folding is idempotent, so taking an entry from a
     live but slow projector costs a repeated write, never a wrong one."""
@@ -155,12 +155,13 @@ async def claim_abandoned(redis: Redis, consumer: str, batch: int, idle_ms: int)
     claimed = [(e, f) for e, f in resp[1] if f]
     if claimed:
         log.info("projector: claimed abandoned events", extra={"count": len(claimed)})
-        await fold_and_ack(redis, claimed)
+        await fold_and_ack(redis, writer, claimed)
     return len(claimed)
 
 
 async def run_projector(
     redis: Redis,
+    writer: Writer,
     consumer: str,
     batch: int,
     stop: asyncio.Event,
@@ -182,7 +183,7 @@ async def run_projector(
                 except Exception:
                     log.exception("projector: stream trim failed; next time")
             if cursor == ">" and time.monotonic() >= next_claim:
-                more = await claim_abandoned(redis, consumer, batch, claim_idle_ms)
+                more = await claim_abandoned(redis, writer, consumer, batch, claim_idle_ms)
                 next_claim = time.monotonic() + (0 if more else CLAIM_INTERVAL_S)
             resp: Any = await redis.xreadgroup(
                 streams.PROJECTOR_GROUP, consumer, {streams.TICKET_EVENTS: cursor},
@@ -190,7 +191,7 @@ async def run_projector(
             )  # fmt: skip
             entries = entries_of(resp)
             if entries:
-                await fold_and_ack(redis, entries)
+                await fold_and_ack(redis, writer, entries)
             cursor = next_cursor(cursor, entries)
         except (ConnectionError, TimeoutError) as exc:
             log.warning("projector: redis unavailable, retrying", extra={"error": str(exc)})

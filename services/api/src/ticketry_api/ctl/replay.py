@@ -40,6 +40,7 @@ from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
 from ticketry_api import projector
 from ticketry_api.ctl.common import JsonOpt, console, err, fail, print_json, redis_client, run, settings
+from ticketry_api.store.writer import Writer
 
 BATCH = 2000
 TICKET_FIELDS = ("order_id", "status", "reason", "at")
@@ -112,6 +113,7 @@ async def _fold(redis: Redis, stop_id: str) -> tuple[int, int]:
     """Fold every event up to ``stop_id`` into the database beanie is bound to."""
     replayed = undecodable = 0
     start = "-"
+    writer = Writer()  # this command's own, as the api has its own
     while True:
         chunk = entries_of(await redis.xrange(streams.TICKET_EVENTS, min=start, max=stop_id, count=BATCH))
         if not chunk:
@@ -122,7 +124,7 @@ async def _fold(redis: Redis, stop_id: str) -> tuple[int, int]:
                 events.append(decode_ticket_event(eid, fields))
             except DecodeError:
                 undecodable += 1
-        await projector.apply(events)
+        await projector.apply(writer, events)
         replayed += len(chunk)
         start = "(" + as_text(chunk[-1][0])
 

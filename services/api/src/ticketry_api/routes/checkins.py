@@ -26,7 +26,7 @@ async def check_in(
     an unknown, forged or cancelled code. The same ``nonce`` again gets the
     first answer again."""
     lst = await checkins.list_for(body.list_id, who)
-    result = await checkins.scan_once(state.keyring, lst, body.code, who, body.nonce)
+    result = await checkins.scan_once(state.db.writer, state.keyring, lst, body.code, who, body.nonce)
     metrics.CHECKINS.labels(result.outcome).inc()
     media = "application/json" if result.status < 400 else PROBLEM
     return JSONResponse(result.body, status_code=result.status, media_type=media)

@@ -18,6 +18,7 @@ from ticketry_api.deps import AppState, State, app_state
 from ticketry_api.errors import Problem, problems
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses
 from ticketry_api.routes.orders import tickets_of, visible_order
+from ticketry_api.store import Store
 from ticketry_api.web.pdfs import PART_SIZE, join_pdfs
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
@@ -75,9 +76,9 @@ async def owner_or_link(
     return await _counted(state, who)
 
 
-async def order_of_buyer(order_id: str, who: Principal) -> Order:
+async def order_of_buyer(order_id: str, who: Principal, store: Store) -> Order:
     """The order if ``who`` bought it (or is an admin) and may use it; 404 otherwise."""
-    order, _ = await visible_order(order_id, who)
+    order, _ = await visible_order(order_id, who, store)
     if not who.owns(order.owner_id) or not who.may_use_order(order.id):
         raise Problem(404, "order not found")
     return order
@@ -121,4 +122,4 @@ async def order_pdf(
     big order in parts of 250 tickets (``?part=1`` for the second). For its
     buyer (or an admin) or with its order link; 409 while none is rendered,
     410 once cancelled."""
-    return await joined_pdf(state, await order_of_buyer(order_id, who), part)
+    return await joined_pdf(state, await order_of_buyer(order_id, who, state.db), part)

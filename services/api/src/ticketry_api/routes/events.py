@@ -12,8 +12,7 @@ from ticketry.auth import Principal
 from ticketry.documents import ORDER_SUMMARY, CheckinList, Event, Order, Tier
 from ticketry.ids import is_valid_id, new_id
 
-from ticketry_api import capacity, pages
-from ticketry_api.capacity import Head
+from ticketry_api import pages
 from ticketry_api.deps import AnyUser, State, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.orders import minor_to_decimal, request_designs
@@ -27,6 +26,7 @@ from ticketry_api.schemas import (
     Page,
     TierOut,
 )
+from ticketry_api.store.ledger_core import Head
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 Organizer = Annotated[Principal, Depends(require("organizer"))]
@@ -87,12 +87,14 @@ async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
 
 
 @router.get("", response_model=Page[EventOut], responses=problems(401, 403, 422))
-async def list_events(who: Organizer, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT) -> Page[EventOut]:
+async def list_events(
+    who: Organizer, state: State, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
+) -> Page[EventOut]:
     """The caller's own events (admin: all), oldest first."""
     query: dict[str, object] = {} if who.is_admin else {"organizer_id": who.sub}
     found, nxt = await pages.by_id(Event.get_pymongo_collection(), query, cursor, limit)
     events = [Event.model_validate(d) for d in found]
-    return Page(items=[event_out(e, await capacity.sold(e.id)) for e in events], next=nxt)
+    return Page(items=[event_out(e, await state.db.ledger.sold(e.id)) for e in events], next=nxt)
 
 
 async def own_event(event_id: str, who: Principal) -> Event:
@@ -104,11 +106,11 @@ async def own_event(event_id: str, who: Principal) -> Event:
 
 
 @router.get("/{event_id}", response_model=EventOut, responses=problems(401, 404, 422))
-async def get_event(event_id: str, _: AnyUser) -> EventOut:
+async def get_event(event_id: str, _: AnyUser, state: State) -> EventOut:
     event = await Event.get(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
-    return event_out(event, await capacity.sold(event.id))
+    return event_out(event, await state.db.ledger.sold(event.id))
 
 
 @router.get("/{event_id}/orders", response_model=Page[OrderSummary], responses=problems(401, 403, 404, 422))

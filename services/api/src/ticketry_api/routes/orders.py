@@ -13,7 +13,7 @@ from ticketry.tracing import tracer
 from ticketry_api import cancel, pages
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import Problem, problems
-from ticketry_api.orders import event_of, place_order, unit_price_of
+from ticketry_api.orders import place_order, unit_price_of
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses
 from ticketry_api.schemas import (
     CancelOut,
@@ -24,6 +24,7 @@ from ticketry_api.schemas import (
     Page,
     TicketRef,
 )
+from ticketry_api.store import Store
 from ticketry_api.waitingroom.core import permission_key
 from ticketry_api.waitingroom.gate import OrderGate
 from ticketry_api.web.links import status_page_url
@@ -59,6 +60,7 @@ async def create_order(
     with _TRACER.start_as_current_span("order.place", attributes={"order.quantity": body.quantity}) as span:
         try:
             order = await place_order(
+                store=state.db,
                 redis=state.redis,
                 keyring=state.keyring,
                 principal=who,
@@ -73,7 +75,7 @@ async def create_order(
             raise
         await gate.accepted()
         span.set_attribute("order.id", order.id)
-    event = await event_of(order.event_id)
+    event = await state.db.event(order.event_id)
     assert event is not None  # the order was placed for it
     return OrderAccepted(
         id=order.id,
@@ -106,6 +108,7 @@ def order_summary(order: Order, event: Event) -> OrderSummary:
 @router.get("", response_model=Page[OrderSummary], responses=problems(401, 403, 422, 429))
 async def list_orders(
     who: Reader,
+    state: State,
     event_id: Annotated[str | None, Query(max_length=64)] = None,
     cursor: Cursor = None,
     limit: Limit = pages.DEFAULT_LIMIT,
@@ -119,12 +122,12 @@ async def list_orders(
     found, nxt = await pages.by_id(Order.get_pymongo_collection(), query, cursor, limit, ORDER_SUMMARY)
     items = []
     for order in map(summary_of, found):
-        if (event := await event_of(order.event_id)) is not None:
+        if (event := await state.db.event(order.event_id)) is not None:
             items.append(order_summary(order, event))
     return Page(items=items, next=nxt)
 
 
-async def visible_order(order_id: str, who: Principal) -> tuple[Order, Event]:
+async def visible_order(order_id: str, who: Principal, store: Store) -> tuple[Order, Event]:
     """The order if ``who`` may see it: its buyer, its event's organiser, an
     admin; 404 otherwise (existence does not leak)."""
     # Without its lists of ticket ids and holders (10,000 each in a big order):
@@ -132,7 +135,7 @@ async def visible_order(order_id: str, who: Principal) -> tuple[Order, Event]:
     col = Order.get_pymongo_collection()
     doc = await col.find_one({"_id": order_id}, ORDER_SUMMARY) if is_valid_id(order_id, "or") else None
     order = summary_of(doc) if doc is not None else None
-    event = await event_of(order.event_id) if order is not None else None
+    event = await store.event(order.event_id) if order is not None else None
     if order is None or event is None or not is_placed(order.status):
         raise Problem(404, "order not found")
     if not (who.owns(order.owner_id) or (who.role == "organizer" and event.organizer_id == who.sub)):
@@ -142,7 +145,7 @@ async def visible_order(order_id: str, who: Principal) -> tuple[Order, Event]:
 
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422, 429))
 async def get_order(order_id: str, who: Reader, state: State) -> OrderOut:
-    order, event = await visible_order(order_id, who)
+    order, event = await visible_order(order_id, who, state.db)
     status, rendered, failed = await order_outcome(state.redis, order)
     shown = tickets_of(order, 0, ORDER_TICKETS_INLINE)
     statuses = await order_ticket_statuses(order, shown, all_rendered=status == "completed")
@@ -167,7 +170,7 @@ async def order_tickets(
     order_id: str, who: Reader, state: State, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
 ) -> Page[TicketRef]:
     """An order's tickets in order, a page at a time."""
-    order, _ = await visible_order(order_id, who)
+    order, _ = await visible_order(order_id, who, state.db)
     start = pages.decode_index(cursor, order.quantity)
     ids = tickets_of(order, start, limit)
     status, _, _ = await order_outcome(state.redis, order)
@@ -190,6 +193,6 @@ async def cancel_order(order_id: str, state: State, who: Canceller) -> CancelOut
     tickets not rendered yet are never rendered, its PDFs are no longer
     served, its codes no longer admit, its tickets go back to the event.
     Idempotent; refused (409) once any of its tickets has been checked in."""
-    order, event = await visible_order(order_id, who)
-    await cancel.cancel(state.redis, order, event, who, state.pdf_store())
+    order, event = await visible_order(order_id, who, state.db)
+    await cancel.cancel(state.redis, state.db, order, event, who, state.pdf_store())
     return CancelOut(id=order.id, status="cancelled", revoked=order.quantity)

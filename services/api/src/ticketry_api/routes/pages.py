@@ -27,7 +27,6 @@ from ticketry.ids import is_valid_id, order_of_ticket, ticket_id
 
 from ticketry_api.deps import State
 from ticketry_api.errors import Problem
-from ticketry_api.orders import event_of
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_of
 from ticketry_api.routes.downloads import (
     LINK_COOKIE,
@@ -88,7 +87,7 @@ async def open_session(order_id: str, request: Request, state: State, creds: Cre
     cross-site request can set one) for the page's cookie."""
     token = bearer_token(creds)
     who = link_reader(state, token, order_id)
-    await order_of_buyer(order_id, who)
+    await order_of_buyer(order_id, who, state.db)
     secure = request.url.scheme == "https" or link_settings().public_url().startswith("https:")
     resp = Response(status_code=204)
     resp.set_cookie(
@@ -125,9 +124,9 @@ class OrderPage(BaseModel):
 
 @router.get("/o/{order_id}/state", response_model=OrderPage)
 async def order_state(order_id: str, who: Reader, state: State) -> OrderPage:
-    head = await order_of_buyer(order_id, who)
+    head = await order_of_buyer(order_id, who, state.db)
     doc = await Order.get_pymongo_collection().find_one({"_id": head.id}, {"ticket_ids": 0})
-    event = await event_of(head.event_id)
+    event = await state.db.event(head.event_id)
     if doc is None or event is None:
         raise Problem(404, "order not found")
     order = Order.model_validate({**doc, "ticket_ids": []})
@@ -161,4 +160,4 @@ async def ticket_pdf(order_id: str, ticket: str, who: Reader, state: State) -> R
 async def all_tickets_pdf(order_id: str, who: Reader, state: State, part: int = 0) -> Response:
     if not 0 <= part <= 1000:
         raise Problem(404, "no such part")
-    return await joined_pdf(state, await order_of_buyer(order_id, who), part)
+    return await joined_pdf(state, await order_of_buyer(order_id, who, state.db), part)

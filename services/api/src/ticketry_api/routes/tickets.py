@@ -10,19 +10,19 @@ from ticketry.auth import Principal
 
 from ticketry_api.deps import AppState, State, rate_limited
 from ticketry_api.errors import Problem, problems
-from ticketry_api.orders import event_of
 from ticketry_api.readmodel import TicketOf, ticket_of, ticket_status
 from ticketry_api.schemas import TicketOut
+from ticketry_api.store import Store
 
 router = APIRouter(prefix="/v1/tickets", tags=["tickets"])
 Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer", "staff"))]
 
 
-async def owned_ticket(ticket_id: str, who: Principal) -> TicketOf:
+async def owned_ticket(ticket_id: str, who: Principal, store: Store) -> TicketOf:
     """The ticket if ``who`` may see it: its buyer, its event's organiser, an admin."""
     ticket = await ticket_of(ticket_id)
     if ticket is not None and not who.owns(ticket.owner_id) and who.role == "organizer":
-        event = await event_of(ticket.event_id)
+        event = await store.event(ticket.event_id)
         if event is not None and event.organizer_id == who.sub:
             return ticket
     if ticket is None or not who.owns(ticket.owner_id):
@@ -31,8 +31,8 @@ async def owned_ticket(ticket_id: str, who: Principal) -> TicketOf:
 
 
 @router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 404, 422, 429))
-async def get_ticket(ticket_id: str, who: Reader) -> TicketOut:
-    t = await owned_ticket(ticket_id, who)
+async def get_ticket(ticket_id: str, who: Reader, state: State) -> TicketOut:
+    t = await owned_ticket(ticket_id, who, state.db)
     status = await ticket_status(t)
     return TicketOut(
         id=t.id, order_id=t.order_id, event_id=t.event_id, holder_name=t.holder_name,
@@ -74,4 +74,4 @@ async def pdf_answer(state: AppState, t: TicketOf) -> Response:
 
 @router.get("/{ticket_id}/pdf", response_class=Response, responses=PDF_RESPONSES)
 async def get_ticket_pdf(ticket_id: str, who: Reader, state: State) -> Response:
-    return await pdf_answer(state, await owned_ticket(ticket_id, who))
+    return await pdf_answer(state, await owned_ticket(ticket_id, who, state.db))

@@ -16,14 +16,16 @@ from redis.asyncio import Redis
 
 from ticketry_api.admission import Admission
 from ticketry_api.config import ApiSettings
+from ticketry_api.store import Store
 from ticketry_api.waitingroom.admitter import Admitter
 from ticketry_api.waitingroom.core import permission_key
 
 
-async def run(redis: Redis, admission: Admission, settings: ApiSettings, stop: asyncio.Event) -> None:
+async def run(redis: Redis, store: Store, admission: Admission, settings: ApiSettings, stop: asyncio.Event) -> None:
     """The admission loop of this api process, until ``stop``."""
     admitter = Admitter(
         redis,
+        store,
         admission,
         consumer=f"api-{socket.gethostname()}-{os.getpid()}",
         key=permission_key(settings.jwt_key),

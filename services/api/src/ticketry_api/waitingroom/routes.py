@@ -13,7 +13,6 @@ from ticketry.ids import is_valid_id, new_id
 
 from ticketry_api.deps import AppState, State, require
 from ticketry_api.errors import Problem, problems
-from ticketry_api.orders import event_of
 from ticketry_api.waitingroom import core, store
 from ticketry_api.waitingroom.admitter import on_sale_ms_of
 
@@ -64,7 +63,7 @@ async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
     among the early arrivals, drawn fairly; later ones queue in arrival order.
     A new buyer while ``TICKETRY_ROOM_MAX_QUEUE`` places wait is answered 503
     ``…/queue-full`` with ``Retry-After``."""
-    event = await event_of(event_id) if is_valid_id(event_id, "ev") else None
+    event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
     if not event.waiting_room:
@@ -114,7 +113,7 @@ async def resume_queue(event_id: str, who: Organizer, state: State) -> RoomAdmis
 
 
 async def _set_paused(event_id: str, who: Principal, state: AppState, *, paused: bool) -> RoomAdmission:
-    event = await event_of(event_id) if is_valid_id(event_id, "ev") else None
+    event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
     # Events are readable by anyone signed in (GET /v1/events/{id}): a 403 leaks nothing.

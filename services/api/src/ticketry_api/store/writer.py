@@ -10,8 +10,10 @@ them: the calls into one collection that queued meanwhile go as one
 store's cost per order falls as the load rises. On MongoDB this costs one
 queue hop and batches the same way.
 
-``insert`` answers which of the caller's documents were duplicates (unique
-``_id`` or index), so each caller keeps the meaning its unique keys give it.
+One :class:`Writer` per process, made at start-up (the api's lifespan; a
+``ticketryctl`` command that writes makes its own). ``insert`` answers which
+of the caller's documents were duplicates (unique ``_id`` or index), so each
+caller keeps the meaning its unique keys give it.
 """
 
 from __future__ import annotations
@@ -39,13 +41,6 @@ class _Call:
     then: list[_Call] = field(default_factory=list)
 
 
-@dataclass
-class _Queue:
-    pending: list[_Call] = field(default_factory=list)
-    writer: asyncio.Task[None] | None = None
-
-
-_queue = _Queue()
 Step = tuple[AsyncCollection[Any], Sequence[Mapping[str, Any]]]
 
 
@@ -75,53 +70,59 @@ class Chain:
         return self.size, []
 
 
-async def insert(col: AsyncCollection[Any], docs: Sequence[Mapping[str, Any]], then: Sequence[Chain] = ()) -> list[int]:
-    """Insert ``docs`` into ``col`` (in a batch with other callers'); the
-    indexes of those that were duplicates. Other write errors raise. Each chain
-    of ``then`` follows in the same round if none was a duplicate (and is not
-    written otherwise)."""
-    if not docs:
-        return []
-    call = _Call(col, docs, asyncio.get_running_loop().create_future())
-    call.then = [c.head for c in then if c.head is not None]
-    _submit(call)
-    return await call.done
+class Writer:
+    """This process's one writer: the inserts that queue while it writes go
+    together in the next round."""
 
+    def __init__(self) -> None:
+        self._pending: list[_Call] = []
+        self._task: asyncio.Task[None] | None = None
 
-async def insert_chain(steps: Sequence[Step]) -> tuple[int, list[int]]:
-    """Write a :class:`Chain` of ``steps``; see :meth:`Chain.written`."""
-    chain = Chain(steps)
-    start(chain)
-    return await chain.written()
+    async def insert(
+        self, col: AsyncCollection[Any], docs: Sequence[Mapping[str, Any]], then: Sequence[Chain] = ()
+    ) -> list[int]:
+        """Insert ``docs`` into ``col`` (in a batch with other callers'); the
+        indexes of those that were duplicates. Other write errors raise. Each chain
+        of ``then`` follows in the same round if none was a duplicate (and is not
+        written otherwise)."""
+        if not docs:
+            return []
+        call = _Call(col, docs, asyncio.get_running_loop().create_future())
+        call.then = [c.head for c in then if c.head is not None]
+        self._submit(call)
+        return await call.done
 
+    async def insert_chain(self, steps: Sequence[Step]) -> tuple[int, list[int]]:
+        """Write a :class:`Chain` of ``steps``; see :meth:`Chain.written`."""
+        chain = Chain(steps)
+        self.start(chain)
+        return await chain.written()
 
-def start(chain: Chain) -> None:
-    """Queue ``chain`` on its own (not behind another write)."""
-    if chain.head is not None:
-        _submit(chain.head)
+    def start(self, chain: Chain) -> None:
+        """Queue ``chain`` on its own (not behind another write)."""
+        if chain.head is not None:
+            self._submit(chain.head)
 
+    def _submit(self, call: _Call) -> None:
+        self._pending.append(call)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._write_pending())
 
-def _submit(call: _Call) -> None:
-    _queue.pending.append(call)
-    if _queue.writer is None or _queue.writer.done():
-        _queue.writer = asyncio.create_task(_write_pending())
-
-
-async def _write_pending() -> None:
-    """Rounds until nothing waits: per collection (first come, first written) one
-    ``insert_many`` per ``MAX_DOCS`` documents (a bigger call alone); a chain's
-    next step joins the same round."""
-    while _queue.pending:
-        work: dict[str, list[_Call]] = {}
-        for c in _queue.pending:
-            work.setdefault(c.col.full_name, []).append(c)
-        _queue.pending = []
-        while work:
-            group = work.pop(next(iter(work)))
-            for run in runs(group, lambda c: len(c.docs)):
-                for c in await _write(run):
-                    for t in c.then:
-                        work.setdefault(t.col.full_name, []).append(t)
+    async def _write_pending(self) -> None:
+        """Rounds until nothing waits: per collection (first come, first written) one
+        ``insert_many`` per ``MAX_DOCS`` documents (a bigger call alone); a chain's
+        next step joins the same round."""
+        while self._pending:
+            work: dict[str, list[_Call]] = {}
+            for c in self._pending:
+                work.setdefault(c.col.full_name, []).append(c)
+            self._pending = []
+            while work:
+                group = work.pop(next(iter(work)))
+                for run in runs(group, lambda c: len(c.docs)):
+                    for c in await _write(run):
+                        for t in c.then:
+                            work.setdefault(t.col.full_name, []).append(t)
 
 
 async def _write(batch: list[_Call]) -> list[_Call]:

@@ -1,0 +1,28 @@
+"""Events as this process has seen them: events never change once created
+(there is no update route), so each is read from the store once per process
+(it saves a read per order)."""
+
+from __future__ import annotations
+
+from ticketry.documents import Event
+
+EVENT_CACHE_SIZE = 1024
+
+
+class EventCache:
+    """Up to ``size`` events by id; the oldest goes first."""
+
+    def __init__(self, size: int = EVENT_CACHE_SIZE) -> None:
+        self.size = size
+        self._events: dict[str, Event] = {}
+
+    async def get(self, event_id: str) -> Event | None:
+        """The event (None: no such event; a miss is not cached)."""
+        if (cached := self._events.get(event_id)) is not None:
+            return cached
+        event = await Event.get(event_id)
+        if event is not None:
+            if len(self._events) >= self.size:
+                self._events.pop(next(iter(self._events)))  # the oldest entry
+            self._events[event_id] = event
+        return event
