@@ -1,23 +1,25 @@
 """What a door scanner needs beyond ``POST /v1/checkins`` to judge codes
 offline (as pretixSCAN does): the rules of its check-in list, and the orders of
 its event that were cancelled (their tickets no longer admit). With the public
-keys (``GET /v1/checkins/keys``) that is everything a bound code is judged by."""
+keys (``GET /v1/checkins/keys``) that is everything a bound code is judged by;
+the list's tickets (``ticketry_api.door_tickets``) add whom it admits: the
+holder's name and tier, shown when the scanner is offline."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 from ticketry.auth import Principal
 from ticketry.documents import Event, Order, utcnow
 from ticketry.ids import is_valid_id
 
-from ticketry_api import checkins
-from ticketry_api.deps import require
+from ticketry_api import checkins, door_tickets
+from ticketry_api.deps import rate_limited, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.schemas import CheckinListOut
 
@@ -88,3 +90,59 @@ async def revocations(event_id: str, who: Door, request: Request) -> Revocations
     if cache is None:
         cache = request.app.state.revocations = RevocationCache()
     return await cache.get(event.id)
+
+
+class DoorTier(BaseModel):
+    id: str
+    name: str
+
+
+class DoorTicketOut(BaseModel):
+    """A ticket as a door sees it: ``checked_in`` means admitted on this list
+    (``checked_in_at``, the first admission); ``cancelled``, its order was."""
+
+    id: str
+    holder_name: str
+    tier: DoorTier
+    status: Literal["valid", "cancelled", "checked_in"]
+    checked_in_at: datetime | None = None
+
+
+class DoorTicketsOut(BaseModel):
+    """One page of a check-in list's tickets; ``next`` is the next page's
+    cursor (None: the last). ``as_of``: when this page was read."""
+
+    list_id: str
+    event_id: str
+    items: list[DoorTicketOut]
+    next: str | None = None
+    as_of: datetime
+
+
+@router.get(
+    "/v1/checkin-lists/{list_id}/tickets", response_model=DoorTicketsOut, responses=problems(401, 403, 404, 422, 429)
+)
+async def checkin_list_tickets(
+    list_id: str,
+    who: Annotated[Principal, Depends(rate_limited("reads", "staff", "organizer"))],
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=door_tickets.MAX_LIMIT)] = door_tickets.DEFAULT_LIMIT,
+) -> DoorTicketsOut:
+    """The tickets a check-in list admits (its event's, of its tiers), in
+    ticket-id order, for a scanner that names the guest offline: holder,
+    tier, and whether the ticket is valid, cancelled or already admitted on
+    this list. Whoever may scan on the list (its event's staff, its
+    organiser, admin) may read it."""
+    lst = await checkins.list_for(list_id, who)
+    event = await _door_event(lst.event_id, who)
+    as_of = utcnow()
+    page = await door_tickets.read_page(lst, cursor, limit)
+    names = door_tickets.tier_names(event)
+    items = [
+        DoorTicketOut(
+            id=t.id, holder_name=t.holder_name, tier=DoorTier(id=t.tier, name=names.get(t.tier, t.tier)),
+            status=status, checked_in_at=at if status == "checked_in" else None,
+        )
+        for t, status, at in page.tickets
+    ]  # fmt: skip
+    return DoorTicketsOut(list_id=lst.id, event_id=lst.event_id, items=items, next=page.next, as_of=as_of)
