@@ -30,12 +30,12 @@ class AppState:
     verifier: TokenVerifier | None = None
     rates: ratelimit.RateSettings = field(default_factory=ratelimit.RateSettings)
     # Where PDFs are (TICKETRY_STORAGE_BACKEND); opened on first use, closed by the lifespan.
-    store: PdfStore | None = None
+    pdfs: PdfStore | None = None
 
     def pdf_store(self) -> PdfStore:
-        if self.store is None:
-            self.store = open_store(self.settings)
-        return self.store
+        if self.pdfs is None:
+            self.pdfs = open_store(self.settings)
+        return self.pdfs
 
     def token_verifier(self) -> TokenVerifier:
         if self.verifier is None:

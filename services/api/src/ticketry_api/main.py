@@ -57,32 +57,28 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
         # The fonts that judge holder names load here, not in the first order.
         await asyncio.to_thread(fonts.fits, "Ticketry")
-        store = Store.create()
-        app.state.ticketry = AppState(settings, redis, keyring, store)
+        db = Store.create()
+        app.state.ticketry = AppState(settings, redis, keyring, db)
         # Fail at start-up, not on every request, when the token keys are unusable.
         app.state.ticketry.token_verifier()
         stop = asyncio.Event()
         tasks = []
         if settings.run_projector:
             consumer = f"api-{socket.gethostname()}-{os.getpid()}"
-            tasks.append(
-                asyncio.create_task(run_projector(redis, store.writer, consumer, settings.projector_batch, stop))
-            )
+            tasks.append(asyncio.create_task(run_projector(redis, db.writer, consumer, settings.projector_batch, stop)))
         tasks.append(
             asyncio.create_task(
                 _every(
                     settings.outbox_interval_s, stop, "outbox sweep",
-                    lambda: sweep_outbox(redis, keyring, store, settings.outbox_grace_s),
+                    lambda: sweep_outbox(redis, keyring, db, settings.outbox_grace_s),
                 )
             )
         )  # fmt: skip
         tasks.append(asyncio.create_task(webhooks.run(redis, stop)))  # webhook dispatcher + sender
-        tasks.append(
-            asyncio.create_task(waitingroom.run(redis, store, app.state.admission, settings, stop))
-        )  # admission
+        tasks.append(asyncio.create_task(waitingroom.run(redis, db, app.state.admission, settings, stop)))  # admission
         if settings.pdf_retention_days:  # PDFs of past events (retention.py)
-            store = app.state.ticketry.pdf_store()
-            sweep = functools.partial(retention.sweep, redis, store, settings.pdf_retention_days)
+            pdfs = app.state.ticketry.pdf_store()
+            sweep = functools.partial(retention.sweep, redis, pdfs, settings.pdf_retention_days)
             tasks.append(asyncio.create_task(_every(settings.pdf_retention_interval_s, stop, "retention sweep", sweep)))
         freeze_startup_heap()
         try:
@@ -90,8 +86,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         finally:
             stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
-            if app.state.ticketry.store is not None:
-                await app.state.ticketry.store.aclose()
+            if app.state.ticketry.pdfs is not None:
+                await app.state.ticketry.pdfs.aclose()
             await redis.aclose()
             await mongo.close()
 
