@@ -110,10 +110,13 @@ class DoorTicketOut(BaseModel):
 
 class DoorTicketsOut(BaseModel):
     """One page of a check-in list's tickets; ``next`` is the next page's
-    cursor (None: the last). ``as_of``: when this page was read."""
+    cursor (None: the last). ``tiers``: every tier the list admits, named
+    (a ticket sold after the download has one of them). ``as_of``: when this
+    page was read."""
 
     list_id: str
     event_id: str
+    tiers: list[DoorTier]
     items: list[DoorTicketOut]
     next: str | None = None
     as_of: datetime
@@ -145,4 +148,5 @@ async def checkin_list_tickets(
         )
         for t, status, at in page.tickets
     ]  # fmt: skip
-    return DoorTicketsOut(list_id=lst.id, event_id=lst.event_id, items=items, next=page.next, as_of=as_of)
+    tiers = [DoorTier(id=t.id, name=t.name) for t in event.tier_list() if lst.admits(t.id)]
+    return DoorTicketsOut(list_id=lst.id, event_id=lst.event_id, tiers=tiers, items=items, next=page.next, as_of=as_of)

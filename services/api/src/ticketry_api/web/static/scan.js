@@ -10,6 +10,13 @@
 // answers a nonce once, so a re-upload is never a second check-in; a ticket
 // that another door admitted meanwhile comes back 409 and is shown once, as a
 // conflict.
+//
+// To name the guest offline, the device keeps the list's tickets (holder,
+// tier, status; GET /v1/checkin-lists/{id}/tickets, every page) in IndexedDB,
+// downloaded when a list is picked and when the network is back. Holder names
+// are personal data: only the list this device scans on is kept (a download
+// replaces every ticket on the device), and none once the list changes or the
+// device is signed out.
 "use strict";
 
 (function () {
@@ -26,6 +33,9 @@
   const REPEAT_MS = 3000; // the same code in front of the camera again: scanned again after this
   const REQUEST_MS = 8000; // no answer by then: judged offline (its nonce makes a late answer harmless)
   const REFRESH_MS = 60000; // keys, list and revocations
+  const TICKETS_DB = "ticketry-scan";
+  const TICKETS_PAGE = 1000; // tickets per request (the route's default)
+  const MAX_TICKETS = 200000; // a bigger list is not kept (~40 MB): offline scans then show no names
 
   let token = null;
   let listId = null;
@@ -33,6 +43,8 @@
   let busy = false;
   let last = { code: "", at: 0 };
   let uploading = false;
+  let synced = null; // the kept tickets' download: {list, as_of, count, tiers: {id: name}}
+  let generation = 0; // bumped whenever the kept tickets are forgotten: a download begun before is not kept
   const keyObjects = new Map();
 
   // --- storage -------------------------------------------------------------
@@ -51,6 +63,9 @@
 
   // --- the fragment: token and list, kept on the device, cleared from the URL ---
   const fragment = new URLSearchParams(location.hash.slice(1));
+  // Another staff token or another list than the device kept: the kept tickets go.
+  const changedHands = (fragment.get("token") && fragment.get("token") !== store.getItem(K.token))
+    || (fragment.get("list") && fragment.get("list") !== store.getItem(K.list));
   if (fragment.get("token")) store.setItem(K.token, fragment.get("token"));
   if (fragment.get("list")) store.setItem(K.list, fragment.get("list"));
   if (location.hash) history.replaceState(null, "", location.pathname + location.search);
@@ -144,7 +159,8 @@
   }
 
   function tierName(tier) {
-    return tier ? "Tier: " + tier : "";
+    const name = synced && synced.list === listId && synced.tiers[tier];
+    return tier ? "Tier: " + (name || tier) : "";
   }
 
   // --- codes, judged offline --------------------------------------------------
@@ -280,15 +296,35 @@
       show(judged.outcome, "", [judged.detail, tierName(judged.tier)].filter(Boolean).join(" "));
       return;
     }
+    const known = await keptTicket(judged.ticket);
+    if (known && known.status === "cancelled") {
+      show("unknown", known.holder, "Cancelled (as of this device's last download).");
+      return;
+    }
     if (admittedHere().has(judged.ticket)) {
-      show("already", judged.ticket, "Already admitted by this device. " + tierName(judged.tier));
+      show("already", known ? known.holder : judged.ticket, "Already admitted by this device. " + tierName(judged.tier));
+      return;
+    }
+    if (known && known.status === "checked_in") {
+      const when = known.at ? " at " + timeOf(known.at) : "";
+      show("already", known.holder, "First checked in" + when + " (as of this device's last download). " + tierName(judged.tier));
       return;
     }
     rememberAdmitted(judged.ticket);
     const queue = load(K.queue, []);
     queue.push({ code, list_id: listId, nonce, ticket: judged.ticket, tier: judged.tier, at: new Date().toISOString() });
     save(K.queue, queue);
-    show("admitted", judged.ticket, tierName(judged.tier) + " · " + note);
+    if (known) {
+      show("admitted", known.holder, tierName(judged.tier) + " · " + note);
+    } else {
+      // A genuine code of a ticket the kept list does not have (sold after its
+      // download, or none kept): admitted, green, without a name, as pretixSCAN
+      // does (libpretixsync's checkOfflineWithoutData: a valid signature, not
+      // revoked, of a product the list admits is VALID). The signature, the
+      // revocations and the list's tiers judge a code; the kept tickets only name it.
+      show("admitted", "Name unknown", "Not in this device's ticket list (sold after its last download?). "
+        + tierName(judged.tier) + " · " + note);
+    }
     showQueue();
   }
 
@@ -376,6 +412,7 @@
       if (lr.status === 403 || lr.status === 404) {
         store.removeItem(K.list);
         listId = null;
+        forgetTickets();
         setup(lr.status === 403 ? "This token may not scan on that list." : "That check-in list does not exist.");
         return false;
       }
@@ -396,6 +433,140 @@
     } catch (e) {
       return false;
     }
+  }
+
+  // --- the list's tickets on the device (IndexedDB) --------------------------------------
+  let opened = null;
+  function ticketsDb() {
+    if (!opened) {
+      opened = new Promise((resolve, reject) => {
+        const req = indexedDB.open(TICKETS_DB, 1);
+        req.onupgradeneeded = () => {
+          req.result.createObjectStore("tickets", { keyPath: "key" }); // "<list>/<ticket>"
+          req.result.createObjectStore("downloads", { keyPath: "list" });
+        };
+        req.onsuccess = () => resolve(req.result);
+        req.onerror = () => reject(req.error);
+      });
+      opened.catch(() => { opened = null; });
+    }
+    return opened;
+  }
+
+  function finished(tx) {
+    return new Promise((resolve, reject) => {
+      tx.oncomplete = () => resolve();
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error);
+    });
+  }
+
+  function result(req) {
+    return new Promise((resolve, reject) => {
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    });
+  }
+
+  // The kept ticket of the current list: {holder, tier, status, at}, or null.
+  async function keptTicket(ticket) {
+    if (!synced || synced.list !== listId) return null;
+    try {
+      const db = await ticketsDb();
+      return (await result(db.transaction("tickets").objectStore("tickets").get(listId + "/" + ticket))) || null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  async function loadDownload() {
+    try {
+      const db = await ticketsDb();
+      const got = await result(db.transaction("downloads").objectStore("downloads").get(listId || ""));
+      if (got && got.list === listId) synced = got;
+    } catch (e) { /* nothing kept */ }
+    showSync();
+  }
+
+  // Every kept ticket goes (signing out, another list, another token).
+  async function forgetTickets() {
+    generation += 1;
+    synced = null;
+    showSync();
+    try {
+      const db = await ticketsDb();
+      const tx = db.transaction(["tickets", "downloads"], "readwrite");
+      tx.objectStore("tickets").clear();
+      tx.objectStore("downloads").clear();
+      await finished(tx);
+    } catch (e) { /* nothing to forget */ }
+  }
+
+  // The list's tickets, every page, then kept in place of anything kept before.
+  let downloading = null;
+  function downloadTickets() {
+    if (!downloading) downloading = downloadNow().finally(() => { downloading = null; });
+    return downloading;
+  }
+
+  async function downloadNow() {
+    if (!token || !listId || !online()) return false;
+    const list = listId;
+    const began = generation;
+    showSync("downloading");
+    try {
+      const rows = [];
+      const tiers = {};
+      let cursor = null;
+      let asOf = null;
+      do {
+        const query = "?limit=" + TICKETS_PAGE + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
+        const r = await api("/v1/checkin-lists/" + encodeURIComponent(list) + "/tickets" + query);
+        if (!r.ok) { showSync("failed"); return false; }
+        const page = await r.json();
+        asOf = asOf || page.as_of;
+        for (const t of page.tiers) tiers[t.id] = t.name;
+        for (const t of page.items) {
+          rows.push({ key: list + "/" + t.id, holder: t.holder_name, tier: t.tier.id, status: t.status, at: t.checked_in_at || null });
+        }
+        if (rows.length > MAX_TICKETS) {
+          await forgetTickets();
+          showSync("too_many");
+          return false;
+        }
+        cursor = page.next;
+      } while (cursor);
+      const download = { list, as_of: asOf, count: rows.length, tiers };
+      const db = await ticketsDb();
+      // Checked right before the transaction: one that forgets, begun later, runs after this one.
+      if (began !== generation || list !== listId) return false;
+      const tx = db.transaction(["tickets", "downloads"], "readwrite");
+      tx.objectStore("tickets").clear();
+      tx.objectStore("downloads").clear();
+      for (const row of rows) tx.objectStore("tickets").put(row);
+      tx.objectStore("downloads").put(download);
+      await finished(tx);
+      if (began !== generation) return false;
+      synced = download;
+      showSync();
+      return true;
+    } catch (e) {
+      showSync("failed");
+      return false;
+    }
+  }
+
+  function showSync(state) {
+    const el = $("sync");
+    const kept = synced && synced.list === listId ? synced : null;
+    el.dataset.state = state || (kept ? "kept" : "none");
+    el.dataset.count = String(kept ? kept.count : 0);
+    el.textContent = {
+      downloading: "Downloading this list's tickets…",
+      failed: "This list's tickets could not be downloaded: offline scans show no names.",
+      too_many: "This list has too many tickets to keep on this device: offline scans show no names.",
+    }[state] || (kept ? kept.count + (kept.count === 1 ? " ticket" : " tickets") + " of this list on this device (as of "
+      + timeOf(kept.as_of) + ")." : "");
   }
 
   // --- the camera ---------------------------------------------------------------------
@@ -538,6 +709,7 @@
   }
 
   async function choose(id) {
+    if (id !== listId || (synced && synced.list !== id)) await forgetTickets();
     listId = id;
     store.setItem(K.list, id);
     await begin();
@@ -555,9 +727,11 @@
     showNetwork();
     showQueue();
     showConflicts();
+    await loadDownload();
     await refresh();
     if (!listId) return;
     upload();
+    downloadTickets();
     $("code").focus();
   }
 
@@ -576,6 +750,7 @@
   $("change-list").addEventListener("click", () => {
     store.removeItem(K.list);
     listId = null;
+    forgetTickets();
     setup("Choose a check-in list.");
   });
   $("forget").addEventListener("click", () => {
@@ -583,12 +758,14 @@
     [K.token, K.list, K.queue, K.conflicts].forEach((k) => store.removeItem(k));
     token = null;
     listId = null;
+    forgetTickets();
     setup("");
   });
-  window.addEventListener("online", () => { showNetwork(); refresh().then(upload); });
+  // Back online: the queue first, so the download that follows has its admissions.
+  window.addEventListener("online", () => { showNetwork(); refresh().then(upload).then(downloadTickets); });
   window.addEventListener("offline", showNetwork);
   setInterval(() => { if (online()) upload(); }, 5000);
   setInterval(() => { refresh(); }, REFRESH_MS);
 
-  begin();
+  (changedHands ? forgetTickets() : Promise.resolve()).then(begin);
 })();
