@@ -1,4 +1,4 @@
-"""The renderer's retry delay (ticketry_renderer.handlers.backoff_s): full
+"""The renderer's retry delay (ticketry_renderer.decision.backoff_s): full
 jitter under an exponential ceiling with a cap. Plain data, no server."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from ticketry_renderer.handlers import backoff_s
+from ticketry_renderer.decision import backoff_s
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,17 @@
 """The renderer's edge: decode → render → store → emit + ack, or retry / dead-letter.
 
-One place decides what happens to an entry (``Worker.process``):
+``Worker.process`` handles a batch; what becomes of an entry that did not
+succeed is decided by a pure function (``ticketry_renderer.decision.decide``)
+and carried out here:
 
-* undecodable → dead-letter at once (retrying cannot help), ack;
+* undecodable, or ids we never issue → dead-letter at once (retrying cannot
+  help), ack;
 * already final (in the order's done set) or PDF already stored → emit (a no-op
   for a ticket that already has its event) and ack, no second render;
-* render error, attempts left → leave it pending; retried here after a jittered
-  exponential backoff (XCLAIM to ourselves, which counts the delivery);
-* render error on the last attempt → dead-letter with the history, emit
-  ``ticket.failed``, ack.
+* render or storage error, attempts left → leave it pending; retried here after
+  a jittered exponential backoff (XCLAIM to ourselves, which counts the delivery);
+* render or storage error on the last attempt → dead-letter with the history,
+  emit ``ticket.failed``, ack.
 
 Crashed peers' entries are claimed by XAUTOCLAIM once idle past ``claim_idle_ms``.
 """
@@ -45,6 +48,7 @@ from ticketry.tracing import context_from, current_traceparent, tracer
 
 from ticketry_renderer import designs, metrics
 from ticketry_renderer.config import RendererSettings
+from ticketry_renderer.decision import DeadLetter, ErrorKind, RetryAfter, RetryPolicy, decide
 from ticketry_renderer.rate import RateMeter, utilisation
 from ticketry_renderer.render import Design, render_ticket
 
@@ -74,11 +78,6 @@ def time_limit(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def backoff_s(attempt: int, base: float, cap: float, rng: random.Random) -> float:
-    """Full-jitter exponential backoff (AWS architecture blog): U(0, min(cap, base·2^n))."""
-    return rng.uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
 
 
 @dataclass
@@ -145,8 +144,7 @@ class Worker:
                 try:
                     decoded.append((entry_id, decode_render_request(fields)))
                 except DecodeError as exc:
-                    metrics.DEAD_LETTERS.inc()
-                    await self._dead_letter(pipe, lane, entry_id, fields, str(exc), [str(exc)], ack=True)
+                    self._park(pipe, lane, entry_id, fields, "undecodable", str(exc))
             done = await self._already_done(decoded)
             # A cancelled order's tickets are never rendered: acked, counted, no PDF.
             cancelled = await cancelled_orders(self.redis, list({req.order_id for _, req in decoded}))
@@ -169,10 +167,8 @@ class Worker:
                     continue
                 try:
                     pdf_key(req.order_id, req.ticket_id)
-                except ValueError as exc:  # ids we never issue: permanent, no ticket to fail
-                    metrics.DEAD_LETTERS.inc()
-                    reason = f"invalid ids: {exc}"
-                    await self._dead_letter(pipe, lane, entry_id, req.to_fields(), reason, [reason], ack=True)
+                except ValueError as exc:  # ids we never issue: no ticket to fail
+                    self._park(pipe, lane, entry_id, req.to_fields(), "invalid_ids", f"invalid ids: {exc}")
                     continue
                 # One span per ticket, continuing the api's (the request's traceparent);
                 # it ends once the ticket's outcome is queued.
@@ -291,13 +287,15 @@ class Worker:
             "render failed",
             extra={"ticket_id": req.ticket_id, "order_id": req.order_id, "attempt": attempt, "error": reason},
         )
-        if attempt < self.settings.render_max_attempts:
-            delay = backoff_s(attempt, self.settings.retry_base_s, self.settings.retry_cap_s, self.rng)
+        kind: ErrorKind = "storage" if isinstance(exc, StorageUnavailable) else "render"
+        decision = decide(attempt, kind, reason, RetryPolicy.of(self.settings), self.rng.random())
+        if not isinstance(decision, DeadLetter):
+            delay = decision.delay_s if isinstance(decision, RetryAfter) else 0.0
             self.retry_due[(lane, entry_id)] = time.monotonic() + delay
             return
         metrics.DEAD_LETTERS.inc()
-        parked = self._dead_letter_fields(lane, entry_id, req.to_fields(), reason, history)
-        self._final(pipe, lane, entry_id, req, "failed", reason, parked)
+        parked = self._dead_letter_fields(lane, entry_id, req.to_fields(), decision.reason, history)
+        self._final(pipe, lane, entry_id, req, "failed", decision.reason, parked)
 
     def _final(
         self, pipe: Pipeline, lane: str, entry_id: str, req: RenderRequest,
@@ -325,22 +323,24 @@ class Worker:
             dead_letter=dead_letter,
         )  # fmt: skip
 
-    async def _dead_letter(
+    def _park(
         self,
         pipe: Pipeline,
         lane: str,
         entry_id: str,
         fields: Mapping[bytes, bytes] | Mapping[str, bytes],
+        kind: ErrorKind,
         reason: str,
-        history: list[str],
-        *,
-        ack: bool,
     ) -> None:
-        """Park a request that has no ticket to fail (undecodable, ids we never
-        issue) with its reason, and ack it."""
-        pipe.xadd(streams.DEAD_LETTERS, self._dead_letter_fields(lane, entry_id, fields, reason, history))  # type: ignore[arg-type]
-        if ack:
-            pipe.xack(lane, streams.RENDERERS_GROUP, entry_id)
+        """Queue the dead letter of a request that has no ticket to fail
+        (undecodable, ids we never issue: a permanent error, parked at its
+        first delivery) with its reason, and its ack."""
+        decision = decide(1, kind, reason, RetryPolicy.of(self.settings), 0.0)
+        assert isinstance(decision, DeadLetter), decision  # permanent kinds are never retried
+        metrics.DEAD_LETTERS.inc()
+        parked = self._dead_letter_fields(lane, entry_id, fields, decision.reason, [decision.reason])
+        pipe.xadd(streams.DEAD_LETTERS, parked)  # type: ignore[arg-type]
+        pipe.xack(lane, streams.RENDERERS_GROUP, entry_id)
 
     def _dead_letter_fields(
         self,

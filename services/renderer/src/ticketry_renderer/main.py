@@ -35,7 +35,18 @@ async def _entries(msg: StreamMessage[Any]) -> list[Entry]:
     A decoder, not a ``RedisBatchStreamMessage`` parameter: FastStream resolves
     such context parameters with a synchronous function, which fast_depends
     runs in a worker thread, one thread hop per batch (≈ 6 % of a renderer's
-    CPU with one-ticket orders, measured with py-spy)."""
+    CPU with one-ticket orders, measured with py-spy).
+
+    Raw entries, not ``list[RenderRequest]``: FastStream would validate the
+    batch before the handler runs, so one entry that does not decode (a newer
+    major version, a malformed payload) would fail the whole batch, leave it
+    pending under AckPolicy.MANUAL and come back until a peer claims it: it
+    would block the group instead of going to the dead-letter stream with its
+    reason. The handler needs the entry ids too (the ack, the dead letter's
+    ``dlq_entry``), and the wire format (``v``, ``data``) is not FastStream's.
+    So the handler decodes each entry itself (``ticketry.events.decode_render_request``);
+    the subscribers are typed with what this decoder returns (fast_depends
+    checks it against ``list[Entry]``: ~8 µs a 32-entry batch)."""
     raw = msg.raw_message
     return list(zip(raw["message_ids"], raw["data"], strict=True))
 
@@ -94,7 +105,7 @@ def create_app(settings: RendererSettings, consumer: str) -> _App:
             ack_policy=AckPolicy.MANUAL,  # the emit script acks, atomically with the event
             decoder=_entries,
         )  # fmt: skip
-        async def handle(entries: Any) -> None:
+        async def handle(entries: list[Entry]) -> None:
             await worker.process(lane, entries)
             if len(entries) < batch and settings.linger_ms:
                 # A short batch: let the next one gather (see RendererSettings.linger_ms).
@@ -115,7 +126,7 @@ def create_app(settings: RendererSettings, consumer: str) -> _App:
         ack_policy=AckPolicy.MANUAL,
         decoder=_entries,
     )  # fmt: skip
-    async def designs_requested(entries: Any) -> None:
+    async def designs_requested(entries: list[Entry]) -> None:
         await worker.build_designs(entries)
 
     app = _App(broker)

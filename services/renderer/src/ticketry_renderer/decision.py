@@ -1,0 +1,103 @@
+"""What becomes of a render request that did not succeed: a pure function of
+plain data (no Redis, no clock, no random source of its own).
+
+``decide(attempt, kind, reason, policy, jitter)`` answers, in the shape of
+Dramatiq's ``compute_backoff``:
+
+* :class:`DeadLetter` for an error retrying cannot cure (an entry that does
+  not decode, ids we never issue), or once ``attempt`` (the delivery count,
+  XPENDING's ``times_delivered``) reaches ``policy.max_attempts``;
+* :class:`RetryAfter` otherwise: a full-jitter exponential delay,
+  ``jitter · min(cap, base · 2^(attempt-1))`` with ``jitter`` drawn by the
+  caller from U[0, 1) (AWS architecture blog, "Exponential Backoff And Jitter");
+* :class:`RetryNow` when that delay comes out as zero (nothing to wait for).
+
+The handler (``ticketry_renderer.handlers.Worker``) does the I/O each answer
+asks for: a retry stays pending and is claimed back by the same renderer when
+due; a dead letter is parked with its reason and history, ``ticket.failed``
+emitted and the entry acked, all in one MULTI/EXEC.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+# What went wrong, as far as retrying is concerned.
+#   undecodable  the entry is not a render request this reader knows (permanent)
+#   invalid_ids  ticket/order ids the api never issues (permanent)
+#   render       the render raised or ran past its time limit (may pass)
+#   storage      the PDF store did not take the PDF (may pass)
+ErrorKind = Literal["undecodable", "invalid_ids", "render", "storage"]
+PERMANENT: frozenset[ErrorKind] = frozenset({"undecodable", "invalid_ids"})
+
+
+class _RetrySettings(Protocol):
+    @property
+    def render_max_attempts(self) -> int: ...
+    @property
+    def retry_base_s(self) -> float: ...
+    @property
+    def retry_cap_s(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently a request is retried."""
+
+    max_attempts: int
+    base_s: float
+    cap_s: float
+
+    @classmethod
+    def of(cls, settings: _RetrySettings) -> RetryPolicy:
+        """The renderer's policy (``TICKETRY_RENDER_MAX_ATTEMPTS``, ``TICKETRY_RETRY_BASE_S``, ``…_CAP_S``)."""
+        return cls(settings.render_max_attempts, settings.retry_base_s, settings.retry_cap_s)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryNow:
+    """Leave the entry pending; it is due at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryAfter:
+    """Leave the entry pending; retry it after ``delay_s``."""
+
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """Park the entry in the dead-letter stream with ``reason``; ``exhausted``:
+    it used its last attempt (else the error was permanent)."""
+
+    reason: str
+    exhausted: bool
+
+
+Decision = RetryNow | RetryAfter | DeadLetter
+
+
+def backoff_ceiling(attempt: int, base_s: float, cap_s: float) -> float:
+    """The longest delay after delivery ``attempt``: ``min(cap, base · 2^(attempt-1))``."""
+    exponent = min(max(attempt - 1, 0), 64)  # past 2^64 every ceiling is the cap
+    return min(cap_s, base_s * 2.0**exponent)
+
+
+def decide(attempt: int, kind: ErrorKind, reason: str, policy: RetryPolicy, jitter: float) -> Decision:
+    """What to do with a request whose delivery ``attempt`` (1 = the first)
+    failed with ``kind``; ``reason`` is what the dead letter will say;
+    ``jitter`` in [0, 1) picks the delay under the backoff ceiling."""
+    if kind in PERMANENT:
+        return DeadLetter(reason, exhausted=False)
+    if attempt >= policy.max_attempts:
+        return DeadLetter(reason, exhausted=True)
+    delay = jitter * backoff_ceiling(attempt, policy.base_s, policy.cap_s)
+    return RetryNow() if delay <= 0 else RetryAfter(delay)
+
+
+def backoff_s(attempt: int, base: float, cap: float, rng: random.Random) -> float:
+    """Full-jitter exponential backoff: U(0, min(cap, base·2^(n-1)))."""
+    return rng.random() * backoff_ceiling(attempt, base, cap)

@@ -1,0 +1,65 @@
+"""What becomes of a render request that failed (ticketry_renderer.decision.decide):
+retry now, retry after a backoff, or dead-letter with a reason. Plain data, no server."""
+
+from __future__ import annotations
+
+import pytest
+from ticketry_renderer.config import RendererSettings
+from ticketry_renderer.decision import (
+    DeadLetter,
+    ErrorKind,
+    RetryAfter,
+    RetryNow,
+    RetryPolicy,
+    backoff_ceiling,
+    decide,
+)
+
+POLICY = RetryPolicy(max_attempts=5, base_s=0.5, cap_s=30.0)
+
+
+@pytest.mark.parametrize("kind", ["undecodable", "invalid_ids"])
+@pytest.mark.parametrize("attempt", [1, 2, 5, 99])
+def test_a_permanent_error_is_dead_lettered_at_once_with_its_reason(kind: ErrorKind, attempt: int) -> None:
+    got = decide(attempt, kind, "malformed render request: data", POLICY, 0.7)
+    assert got == DeadLetter("malformed render request: data", exhausted=False)
+
+
+@pytest.mark.parametrize("kind", ["render", "storage"])
+@pytest.mark.parametrize("attempt", [1, 2, 3, 4])
+def test_a_passing_error_with_attempts_left_is_retried_after_a_backoff(kind: ErrorKind, attempt: int) -> None:
+    got = decide(attempt, kind, "RenderTimeout: render exceeded 10 s", POLICY, 0.5)
+    assert got == RetryAfter(0.5 * 0.5 * 2 ** (attempt - 1))
+
+
+@pytest.mark.parametrize("kind", ["render", "storage"])
+@pytest.mark.parametrize("attempt", [5, 6, 50])
+def test_the_last_attempt_is_dead_lettered_as_exhausted(kind: ErrorKind, attempt: int) -> None:
+    got = decide(attempt, kind, "IsADirectoryError: [Errno 21]", POLICY, 0.5)
+    assert got == DeadLetter("IsADirectoryError: [Errno 21]", exhausted=True)
+
+
+def test_one_attempt_means_no_retry() -> None:
+    assert decide(1, "render", "boom", RetryPolicy(1, 0.5, 30.0), 0.9) == DeadLetter("boom", exhausted=True)
+
+
+def test_a_zero_delay_is_a_retry_now() -> None:
+    assert decide(1, "render", "boom", POLICY, 0.0) == RetryNow()
+
+
+@pytest.mark.parametrize(
+    ("attempt", "ceiling"), [(0, 0.5), (1, 0.5), (2, 1.0), (3, 2.0), (6, 16.0), (7, 30.0), (10_000, 30.0)]
+)
+def test_the_delay_ceiling_doubles_up_to_the_cap(attempt: int, ceiling: float) -> None:
+    assert backoff_ceiling(attempt, 0.5, 30.0) == ceiling
+
+
+@pytest.mark.parametrize("jitter", [0.0, 0.25, 0.999999])
+def test_the_delay_is_the_jitter_share_of_the_ceiling(jitter: float) -> None:
+    got = decide(7, "render", "boom", RetryPolicy(10, 0.5, 30.0), jitter)
+    assert got == (RetryNow() if jitter == 0 else RetryAfter(jitter * 30.0))
+
+
+def test_the_policy_comes_from_the_renderer_settings() -> None:
+    settings = RendererSettings(render_max_attempts=3, retry_base_s=0.25, retry_cap_s=4.0)
+    assert RetryPolicy.of(settings) == RetryPolicy(3, 0.25, 4.0)
