@@ -109,13 +109,13 @@ def door_status(ticket: DoorTicket, admitted_at: datetime | None) -> DoorStatus:
     return "checked_in" if admitted_at is not None else "valid"
 
 
-def orders_query(lst: CheckinList, start: Position | None) -> dict[str, Any]:
-    """The orders a page of ``lst`` reads: its event's placed orders (no
-    abandoned tombstones), of the tiers it admits (a door gets no names of
-    guests it cannot admit), from ``start``'s order on."""
-    query: dict[str, Any] = {"event_id": lst.event_id, "status": {"$ne": "abandoned"}}
-    if lst.tiers:
-        query["tier"] = {"$in": list(lst.tiers)}
+def orders_query(event_id: str, tiers: list[str], start: Position | None) -> dict[str, Any]:
+    """The orders a page of a list reads: its event's placed orders (no
+    abandoned tombstones), of the ``tiers`` it admits (all when empty: a door
+    gets no names of guests it cannot admit), from ``start``'s order on."""
+    query: dict[str, Any] = {"event_id": event_id, "status": {"$ne": "abandoned"}}
+    if tiers:
+        query["tier"] = {"$in": list(tiers)}
     if start is not None:
         query["_id"] = {"$gte": start.order_id}
     return query
@@ -143,7 +143,11 @@ async def read_page(lst: CheckinList, cursor: str | None, limit: int) -> DoorPag
     col = Order.get_pymongo_collection()
     docs: list[dict[str, Any]] = []
     room = limit + 1  # one ticket more than the page: whether there is a next page
-    found = col.find(orders_query(lst, start), ORDER_FIELDS).sort("_id", 1).batch_size(min(room, ORDER_BATCH))
+    found = (
+        col.find(orders_query(lst.event_id, lst.tiers, start), ORDER_FIELDS)
+        .sort("_id", 1)
+        .batch_size(min(room, ORDER_BATCH))
+    )
     try:
         async for doc in found:
             docs.append(doc)
