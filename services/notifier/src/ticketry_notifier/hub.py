@@ -2,7 +2,7 @@
 
 The hub reads ``ticketry:ticket-events`` without a consumer group, so every
 notifier instance sees every event. Each event of an order somebody watches is
-decoded and serialised once (:class:`~ticketry_notifier.session.Outgoing`) and
+decoded and serialised once (:func:`~ticketry_notifier.core.message_for`) and
 offered to that order's sessions. Sessions register *before* their snapshot is
 read; what the snapshot already covers is skipped by stream id.
 
@@ -16,35 +16,20 @@ import logging
 from collections import Counter
 from typing import Any
 
-import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, TimeoutError
 from ticketry import streams
 from ticketry.db import as_text
-from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
-from ticketry_notifier import handshake
-from ticketry_notifier.handshake import Close, StreamKey
-from ticketry_notifier.session import Outgoing, Session
+from ticketry_notifier import core, handshake
+from ticketry_notifier.handshake import Close
+from ticketry_notifier.session import Session
 
 log = logging.getLogger(__name__)
 
 # Entries per XREAD. A session's queue must hold one read's worth of its order's
 # events (they are queued before its sender runs), so keep it below the queue bound.
 READ_COUNT = 500
-
-
-def stream_id_key(entry_id: str) -> StreamKey:
-    """``(ms, seq)`` of a stream id Redis gave us (validated ids: handshake.parse_stream_id)."""
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def outgoing(ev: TicketEvent) -> Outgoing:
-    return Outgoing(
-        key=stream_id_key(ev.id), id=ev.id, type=ev.type, text=orjson.dumps(ev.to_ws()).decode(),
-        order_id=ev.order_id, ticket_id=ev.ticket_id, traceparent=ev.traceparent,
-    )  # fmt: skip
 
 
 class Hub:
@@ -90,13 +75,11 @@ class Hub:
     def dispatch(self, entries: list[tuple[Any, dict[bytes, bytes]]]) -> None:
         """Offer each entry of a watched order to its sessions (synchronously)."""
         for raw_id, fields in entries:
-            order = fields.get(b"order_id", b"").decode(errors="replace")
-            sessions = self.subs.get(order)
+            sessions = self.subs.get(core.entry_order(fields))
             if not sessions:
                 continue
-            try:
-                out = outgoing(decode_ticket_event(as_text(raw_id), fields))
-            except DecodeError:
+            out = core.message_for(raw_id, fields)
+            if out is None:
                 continue
             for session in list(sessions):
                 session.offer(out)

@@ -1,12 +1,14 @@
 """``/v1/orders/{id}/progress`` (WebSocket), health and metrics.
 
-The handshake (see ``handshake`` for the close codes): accept (answering the
-``ticketry`` subprotocol when the token came that way), verify the token, parse
-``after``, admit (process and buyer bounds), subscribe, read the snapshot in a
-coalesced round trip (``lookups``), check the owner, send the snapshot and the
-``after=`` replay, then deliver live until the client goes, the token expires,
-the order is cancelled or the socket falls too far behind. Every failure closes
-with a code and a reason; none escapes as an exception.
+The socket I/O only; what to send is decided by ``core`` (plain data in,
+messages out) and the close codes by ``handshake``. The handshake: accept
+(answering the ``ticketry`` subprotocol when the token came that way), verify
+the token, parse ``after``, admit (process and buyer bounds), subscribe, read
+the progress hash in a coalesced round trip (``lookups``) and the store only
+when the core asks for it, check the owner, send the snapshot and the
+``after=`` replay, then deliver live (``session``) until the client goes, the
+token expires, the order is cancelled or the socket falls too far behind.
+Every failure closes with a code and a reason; none escapes as an exception.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 from pymongo.errors import PyMongoError
@@ -24,15 +25,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket
 from ticketry import streams
 from ticketry.auth import AuthError, Principal, TokenVerifier, verify_order_link
-from ticketry.db import as_text, entries_of
+from ticketry.db import entries_of
 from ticketry.documents import Order, OrderState, is_placed
-from ticketry.events import DecodeError, decode_ticket_event
 from ticketry.ids import is_valid_id
 
-from ticketry_notifier import handshake
+from ticketry_notifier import core, handshake
 from ticketry_notifier.config import NotifierSettings
 from ticketry_notifier.handshake import Close, StreamKey
-from ticketry_notifier.hub import Hub, outgoing, stream_id_key
+from ticketry_notifier.hub import Hub
 from ticketry_notifier.lookups import ProgressReads, Unavailable
 from ticketry_notifier.session import SEND_ERRORS, Session, expiry_timer
 
@@ -120,56 +120,30 @@ def _verify(app: Notifier, token: str, order_id: str) -> Principal:
 async def _open(
     app: Notifier, ws: WebSocket, session: Session, owns: Callable[[str], bool], after: StreamKey | None
 ) -> Close | None:
-    """Snapshot and replay; the close that ends the socket instead, if any."""
+    """Snapshot and replay (what to send: ``core``); the close that ends the socket instead, if any."""
     order_id = session.order_id
     try:
         progress, upto = await app.reads.read(order_id)
-        owner = progress.get("owner")
-        head = None
-        if not owner:
-            head = await _order_head(order_id)
-            owner = None if head is None else str(head["owner_id"])
-        if owner is None or not owns(owner):
+        head = await _order_head(order_id) if core.needs_head(progress) else None
+        if not core.may_watch(progress, head, owns):
             return handshake.NOT_FOUND
-        if not progress.get("total"):  # the hash expired (or holds only a late field)
-            final = {k: v for k, v in progress.items() if k in ("completed", "cancelled")}
-            progress = {**await _snapshot_from_db(order_id, head), **final}
-        await ws.send_text(handshake.snapshot_text(order_id, upto, progress))
-        upto_key = stream_id_key(upto)
-        session.delivered(upto_key, upto)
-        if after is not None and after < upto_key and await _replay(app, ws, order_id, after, upto):
+        outcome = await _order_outcome(order_id) if core.needs_outcome(progress, head) else None
+        snapshot = core.Snapshot.of(order_id, upto, progress, head, outcome)
+        await ws.send_text(snapshot.text)
+        session.delivered(snapshot.key, upto)
+        replay = core.Replay(order_id, after, snapshot.key)
+        while replay.start is not None:
+            chunk = await app.hub.redis.xrange(
+                streams.TICKET_EVENTS, min=handshake.format_stream_id(replay.start), max=upto, count=REPLAY_CHUNK
+            )
+            for missed in replay.feed(entries_of(chunk)):
+                await ws.send_text(missed.text)
+        if replay.cancelled:
             return handshake.CANCELLED
     except (Unavailable, RedisError, PyMongoError) as exc:
         log.warning("progress socket: store unavailable", extra={"order_id": order_id, "error": str(exc)[:200]})
         return handshake.UNAVAILABLE
-    if handshake.snapshot_status(progress) == "cancelled":
-        return handshake.CANCELLED
-    return None
-
-
-async def _replay(app: Notifier, ws: WebSocket, order_id: str, after: StreamKey, upto: str) -> bool:
-    """Send what this order missed in ``(after, upto]``; True if that ends with its cancellation."""
-    start = handshake.next_stream_id(after)
-    while start is not None:
-        chunk = entries_of(
-            await app.hub.redis.xrange(
-                streams.TICKET_EVENTS, min=handshake.format_stream_id(start), max=upto, count=REPLAY_CHUNK
-            )
-        )
-        if not chunk:
-            break
-        for raw_id, fields in chunk:
-            if fields.get(b"order_id", b"").decode(errors="replace") != order_id:
-                continue
-            try:
-                missed = outgoing(decode_ticket_event(raw_id, fields))
-            except DecodeError:
-                continue
-            await ws.send_text(missed.text)
-            if missed.final:
-                return True
-        start = handshake.next_stream_id(stream_id_key(as_text(chunk[-1][0])))
-    return False
+    return snapshot.close
 
 
 async def _refuse(ws: WebSocket, close: Close) -> None:
@@ -184,28 +158,19 @@ def _count_close(close: Close) -> None:
     CLOSES.labels(close.label).inc()
 
 
-async def _order_head(order_id: str) -> dict[str, Any] | None:
+async def _order_head(order_id: str) -> core.OrderHead | None:
     """The order's owner, size and status, without its list of ticket ids
     (10,000 in a big order); None for no order."""
     doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"owner_id": 1, "quantity": 1, "status": 1})
-    return doc if doc is not None and is_placed(doc["status"]) else None
+    if doc is None or not is_placed(doc["status"]):
+        return None
+    return core.OrderHead(str(doc["owner_id"]), int(doc["quantity"]), doc["status"] == "cancelled")
 
 
-async def _snapshot_from_db(order_id: str, head: dict[str, Any] | None) -> dict[str, str]:
-    """The snapshot once the order's progress hash has expired: its outcome as
-    the projector recorded it (``OrderState``; none yet means still rendering),
-    and ``cancelled`` from the order itself."""
-    order = head if head is not None else await _order_head(order_id)
-    if order is None:
-        return {}
-    cancelled = {"cancelled": "1"} if order.get("status") == "cancelled" else {}
+async def _order_outcome(order_id: str) -> core.OrderOutcome | None:
+    """The order's counters as the projector recorded them once it completed (None: not yet)."""
     state = await OrderState.get(order_id)
-    if state is None:
-        return {"total": str(order["quantity"]), **cancelled}
-    return {
-        "total": str(state.total), "rendered": str(state.rendered), "failed": str(state.failed), "completed": "1",
-        **cancelled,
-    }  # fmt: skip
+    return None if state is None else core.OrderOutcome(state.total, state.rendered, state.failed)
 
 
 async def healthz(_: Request) -> JSONResponse:

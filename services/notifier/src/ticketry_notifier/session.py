@@ -22,12 +22,12 @@ import collections
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
 from ticketry.tracing import context_from, tracer
 
 from ticketry_notifier import handshake
+from ticketry_notifier.core import Outgoing
 from ticketry_notifier.handshake import Close, StreamKey
 
 log = logging.getLogger(__name__)
@@ -45,24 +45,6 @@ def expiry_timer(token: str, leeway_s: float, expire: Callable[[], None]) -> asy
     if exp is None:
         return None
     return asyncio.get_running_loop().call_later(max(exp + leeway_s - time.time(), 0.0), expire)
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """One event as every socket of its order is sent it (built once per event)."""
-
-    key: StreamKey
-    id: str
-    type: str
-    text: str
-    order_id: str
-    ticket_id: str | None = None
-    traceparent: str = ""
-
-    @property
-    def final(self) -> bool:
-        """Nothing follows a cancellation: the socket is closed after it."""
-        return self.type == "order.cancelled"
 
 
 class Session:
