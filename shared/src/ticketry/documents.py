@@ -172,7 +172,7 @@ class OrderState(Document):
     total: int
     rendered: int
     failed: int
-    last_event: str  # the completion's stream id, sortable (projector.event_key)
+    last_event: str  # the completion's stream id, sortable (streams.sortable_stream_id)
     completed_at: datetime = Field(default_factory=utcnow)
 
     class Settings:

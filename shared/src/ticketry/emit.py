@@ -15,12 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from string import Template
 from typing import Literal
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from ticketry import streams
+
+_PROGRESS = {
+    "total": streams.PROGRESS_TOTAL, "rendered": streams.PROGRESS_RENDERED, "failed": streams.PROGRESS_FAILED,
+    "order_id": streams.PROGRESS_ORDER_ID, "completed": streams.PROGRESS_COMPLETED,
+    "cancelled": streams.PROGRESS_CANCELLED,
+}  # fmt: skip
 
 # KEYS: 1 ticket-events stream, 2 order done set, 3 order progress hash, 4 source stream,
 #       5 dead-letter stream
@@ -29,8 +36,10 @@ from ticketry import streams
 #       arguments follow, 7..6+n the event's, then (optional) the dead letter's
 #       field/value pairs: parked only with a fresh final event, so two renderers
 #       that both ran out of attempts on one request (a claim race) park it once
-_EMIT_LUA = """
-if redis.call('HEXISTS', KEYS[3], 'cancelled') == 1 then
+# The progress hash's field names come from ``streams`` ($total, $cancelled, …);
+# the event's own field names are those of ``ticketry.events.event_fields``.
+_EMIT_LUA = Template("""
+if redis.call('HEXISTS', KEYS[3], '$cancelled') == 1 then
   if ARGV[2] ~= '' then redis.call('XACK', KEYS[4], ARGV[1], ARGV[2]) end
   return false
 end
@@ -38,7 +47,7 @@ local fresh = redis.call('SADD', KEYS[2], ARGV[3])
 local ev = false
 if fresh == 1 then
   redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
-  local p = redis.call('HMGET', KEYS[3], 'total', 'rendered', 'failed', 'order_id')
+  local p = redis.call('HMGET', KEYS[3], '$total', '$rendered', '$failed', '$order_id')
   local total = tonumber(p[1]) or 0
   local rendered = tonumber(p[2]) or 0
   local failed = tonumber(p[3]) or 0
@@ -56,12 +65,12 @@ if fresh == 1 then
   if #ARGV > 6 + n then
     redis.call('XADD', KEYS[5], '*', unpack(ARGV, 7 + n, #ARGV))
   end
-  if total > 0 and rendered + failed == total and not redis.call('HGET', KEYS[3], 'completed') then
+  if total > 0 and rendered + failed == total and not redis.call('HGET', KEYS[3], '$completed') then
     local done = redis.call('XADD', KEYS[1], '*',
       'type', 'order.completed', 'v', '1', 'event_uuid', 'completed:' .. (p[4] or ''),
       'order_id', p[4] or '', 'ticket_id', '', 'occurred_at', occurred_at,
       'total', total, 'rendered', rendered, 'failed', failed)
-    redis.call('HSET', KEYS[3], 'completed', done)
+    redis.call('HSET', KEYS[3], '$completed', done)
   end
   redis.call('EXPIRE', KEYS[2], ARGV[5])
   redis.call('EXPIRE', KEYS[3], ARGV[5])
@@ -70,7 +79,7 @@ if ARGV[2] ~= '' then
   redis.call('XACK', KEYS[4], ARGV[1], ARGV[2])
 end
 return ev
-"""
+""").substitute(_PROGRESS)
 
 
 def queue_final(
@@ -102,7 +111,7 @@ def queue_final(
         streams.RENDERERS_GROUP,
         entry_id,
         ticket_id,
-        outcome,
+        streams.PROGRESS_RENDERED if outcome == "rendered" else streams.PROGRESS_FAILED,
         str(streams.PROGRESS_TTL_S),
         str(len(fields)),
         *fields,
@@ -117,18 +126,18 @@ def queue_final(
 
 # KEYS: 1 ticket-events stream, 2 order progress hash, 3 (optional) the buyer's held count
 # ARGV: 1 order id, 2 occurred_at, 3 ttl seconds, 4 the order's ticket count
-_CANCEL_LUA = """
-local p = redis.call('HMGET', KEYS[2], 'cancelled', 'rendered', 'failed')
+_CANCEL_LUA = Template("""
+local p = redis.call('HMGET', KEYS[2], '$cancelled', '$rendered', '$failed')
 if p[1] then return p[1] end
 if KEYS[3] then redis.call('DECRBY', KEYS[3], ARGV[4]) end
 local ev = redis.call('XADD', KEYS[1], '*',
   'type', 'order.cancelled', 'v', '1', 'event_uuid', 'cancelled:' .. ARGV[1],
   'order_id', ARGV[1], 'ticket_id', '', 'occurred_at', ARGV[2],
   'total', ARGV[4], 'rendered', tonumber(p[2]) or 0, 'failed', tonumber(p[3]) or 0)
-redis.call('HSET', KEYS[2], 'cancelled', ev, 'total', ARGV[4])
+redis.call('HSET', KEYS[2], '$cancelled', ev, '$total', ARGV[4])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 return ev
-"""
+""").substitute(_PROGRESS)
 
 
 async def announce_cancelled(redis: Redis, order_id: str, total: int, held: str | None = None) -> str:
@@ -149,6 +158,6 @@ async def cancelled_orders(redis: Redis, order_ids: list[str]) -> set[str]:
         return set()
     async with redis.pipeline(transaction=False) as pipe:
         for order_id in order_ids:
-            pipe.hexists(streams.order_progress(order_id), "cancelled")
+            pipe.hexists(streams.order_progress(order_id), streams.PROGRESS_CANCELLED)
         flags = await pipe.execute()
     return {o for o, f in zip(order_ids, flags, strict=True) if f}

@@ -1,4 +1,4 @@
-"""Every Redis stream, consumer group and key Ticketry uses, in one place.
+"""Every Redis stream, consumer group, key and hash field name Ticketry uses, in one place.
 
 Streams
 -------
@@ -15,7 +15,8 @@ Streams
     the resume window (``EVENTS_RETENTION_S``).
 ``ticketry:render:dead``
     Dead letters: render requests that failed ``TICKETRY_RENDER_MAX_ATTEMPTS``
-    times or could not be decoded, with the reason and attempt history. Kept
+    times or could not be decoded, with the reason and attempt history (the
+    request's fields plus the ``DLQ_*`` ones, each starting ``dlq_``). Kept
     until an operator re-drives or deletes them.
 ``ticketry:scaler:decisions``
     One entry per scaling decision (reason, inputs, from, to). ``MAXLEN ~ 10000``.
@@ -25,9 +26,17 @@ Streams
     ``ticketry.designs.request_designs``. Consumer group ``designers`` (every
     renderer; one builds each). ``MAXLEN ~ DESIGN_REQUESTS_MAXLEN``.
 
+Stream ids
+----------
+``<ms>-<seq>``, two unsigned 64-bit numbers. :func:`stream_key` reads one Redis
+gave us as ``(ms, seq)``, which sorts like the id (the projector, the notifier);
+:func:`parse_stream_id` is the strict reader for one a client sent (``after=``).
+The trim script (``ticketry_api.trim``) compares ids in Lua with its own reader.
+
 Keys
 ----
-``ticketry:order:{id}:progress`` (hash: total, rendered, failed, owner, order_id, event_id, completed, cancelled)
+``ticketry:order:{id}:progress`` (hash: total, rendered, failed, owner, order_id, event_id, completed, cancelled;
+the ``PROGRESS_*`` constants)
     Live counters, updated atomically with each ticket event (``event_id``: for
     the webhook dispatcher; orders placed before it was written have none). ``completed`` /
     ``cancelled`` hold the stream id of the order's ``order.completed`` /
@@ -44,7 +53,7 @@ Keys
     order's outbox entry, down when the order is refused or cancelled. A crash
     in between leaves it too high (the buyer is limited early, never late).
     TTL ``HELD_TTL_S``, renewed by each order.
-``ticketry:renderer:{consumer}`` (hash: pid, host, rate, busy, rendered, started)
+``ticketry:renderer:{consumer}`` (hash: pid, host, consumer, rate, busy, rendered, started; ``HEARTBEAT_*``)
     Renderer heartbeat; TTL ``HEARTBEAT_TTL_S`` so a dead renderer disappears.
     ``rate`` is capacity (tickets per busy second), ``busy`` the share of the last
     second spent rendering.
@@ -70,6 +79,7 @@ Keys
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Final
 
 RENDER_VIP: Final = "ticketry:render:vip"
@@ -93,6 +103,87 @@ SCALER_DECISIONS_MAXLEN: Final = 10_000
 
 # Orders up to this many tickets ride the vip lane with vip orders.
 SMALL_ORDER_MAX: Final = 20
+
+# -- field names, one spelling each (Python and the Lua scripts) ----------------------
+# ``ticketry:order:{id}:progress`` (``order_progress``)
+PROGRESS_TOTAL: Final = "total"
+PROGRESS_RENDERED: Final = "rendered"
+PROGRESS_FAILED: Final = "failed"
+PROGRESS_OWNER: Final = "owner"
+PROGRESS_ORDER_ID: Final = "order_id"
+PROGRESS_EVENT_ID: Final = "event_id"
+PROGRESS_COMPLETED: Final = "completed"  # the stream id of the order's order.completed
+PROGRESS_CANCELLED: Final = "cancelled"  # the stream id of its order.cancelled
+# ``ticketry:renderer:{consumer}`` (``renderer_heartbeat``)
+HEARTBEAT_PID: Final = "pid"
+HEARTBEAT_HOST: Final = "host"
+HEARTBEAT_CONSUMER: Final = "consumer"
+HEARTBEAT_RATE: Final = "rate"  # tickets per busy second
+HEARTBEAT_BUSY: Final = "busy"  # share of the last second spent rendering
+HEARTBEAT_RENDERED: Final = "rendered"
+HEARTBEAT_STARTED: Final = "started"  # unix seconds
+# A dead letter (``DEAD_LETTERS``, ``WEBHOOK_DEAD``): the parked message's own
+# fields plus these, which all start with ``DLQ_PREFIX`` (re-driving drops them).
+DLQ_PREFIX: Final = "dlq_"
+DLQ_REASON: Final = "dlq_reason"
+DLQ_HISTORY: Final = "dlq_history"  # JSON list of "attempt n: reason"
+DLQ_SOURCE: Final = "dlq_source"  # the stream it came from
+DLQ_ENTRY: Final = "dlq_entry"  # its id there
+DLQ_CONSUMER: Final = "dlq_consumer"
+DLQ_AT: Final = "dlq_at"
+
+# -- stream ids -------------------------------------------------------------------------
+StreamKey = tuple[int, int]
+STREAM_ID_MAX: Final = 2**64 - 1
+# ASCII digits only (``\d`` would take other scripts' digits too), at most 20 of them.
+_STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?", re.ASCII)
+
+
+class BadStreamId(ValueError):
+    """Not a Redis stream id: ``<ms>-<seq>`` or ``<ms>``, ASCII digits, each < 2**64."""
+
+
+def stream_key(entry_id: str | bytes) -> StreamKey:
+    """``(ms, seq)`` of a stream id Redis gave us (a bare ``<ms>``: seq 0); sorts
+    like the ids. For an id a client sent, :func:`parse_stream_id`."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def parse_stream_id(raw: str) -> StreamKey:
+    """``"1700000000000-3"`` → ``(1700000000000, 3)``; a bare ``"1700000000000"``
+    means its sequence 0. Strict: what Python's ``int()`` would also take
+    (``1_0``, `` 1``, ``+1``, Arabic-Indic digits) is refused, so Redis never sees it."""
+    m = _STREAM_ID.fullmatch(raw)
+    if m is None:
+        raise BadStreamId(f"not a stream id: {raw[:40]!r}")
+    ms, seq = int(m.group(1)), int(m.group(2) or 0)
+    if ms > STREAM_ID_MAX or seq > STREAM_ID_MAX:
+        raise BadStreamId(f"stream id out of range: {raw[:40]!r}")
+    return ms, seq
+
+
+def format_stream_id(key: StreamKey) -> str:
+    return f"{key[0]}-{key[1]}"
+
+
+def next_stream_id(key: StreamKey) -> StreamKey | None:
+    """The smallest id after ``key`` (an inclusive XRANGE start), None past the last."""
+    ms, seq = key
+    if seq < STREAM_ID_MAX:
+        return ms, seq + 1
+    if ms < STREAM_ID_MAX:
+        return ms + 1, 0
+    return None
+
+
+def sortable_stream_id(entry_id: str) -> str:
+    """A stream id as a string that sorts like the id (``ms-seq`` zero-padded;
+    what the store keeps, e.g. ``OrderState.last_event``)."""
+    ms, seq = stream_key(entry_id)
+    return f"{ms:015d}-{seq:010d}"
+
 
 ORDERS_IN_FLIGHT: Final = "ticketry:orders:in-flight"
 SCALER_LEADER: Final = "ticketry:scaler:leader"

@@ -299,10 +299,10 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) ->
             streams.order_progress(order.id),
             # event_id: the webhook dispatcher tells an order's event without a store read.
             mapping={
-                "total": order.quantity,
-                "owner": order.owner_id,
-                "order_id": order.id,
-                "event_id": order.event_id,
+                streams.PROGRESS_TOTAL: order.quantity,
+                streams.PROGRESS_OWNER: order.owner_id,
+                streams.PROGRESS_ORDER_ID: order.id,
+                streams.PROGRESS_EVENT_ID: order.event_id,
             },
         )
         pipe.expire(streams.order_progress(order.id), streams.PROGRESS_TTL_S)

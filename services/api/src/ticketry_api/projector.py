@@ -31,7 +31,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 from ticketry import streams
-from ticketry.db import ensure_group, entries_of, next_cursor
+from ticketry.db import claim_idle, ensure_group, entries_of, next_cursor
 from ticketry.documents import OrderState, TicketState
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 
@@ -47,12 +47,6 @@ TRIM_INTERVAL_S = 60.0
 # Events pending this long under another consumer (a killed api) are taken over.
 CLAIM_IDLE_MS = 10_000
 CLAIM_INTERVAL_S = 2.0
-
-
-def event_key(entry_id: str) -> str:
-    """A stream id as a string that sorts like the id (``ms-seq`` zero-padded)."""
-    ms, _, seq = entry_id.partition("-")
-    return f"{int(ms):015d}-{int(seq or 0):010d}"
 
 
 @dataclass
@@ -75,7 +69,7 @@ class Fold:
                 at=ev.occurred_at,
             ).model_dump(by_alias=True)
         elif ev.type == "order.completed":
-            key = event_key(ev.id)
+            key = streams.sortable_stream_id(ev.id)
             cur = self.outcomes.get(ev.order_id)
             if cur is None or key > cur["last_event"]:
                 self.outcomes[ev.order_id] = OrderState.model_construct(
@@ -146,13 +140,7 @@ async def claim_abandoned(redis: Redis, writer: Writer, consumer: str, batch: in
     """Take over events a dead api process read but never acked (its consumer
     name died with its pid). Folding is idempotent, so taking an entry from a
     live but slow projector costs a repeated write, never a wrong one."""
-    resp: Any = await redis.xautoclaim(
-        streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, consumer, idle_ms, "0-0", count=batch
-    )
-    deleted = resp[2] if len(resp) > 2 else []
-    if deleted:
-        await redis.xack(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, *deleted)
-    claimed = [(e, f) for e, f in resp[1] if f]
+    claimed = await claim_idle(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, consumer, idle_ms, batch)
     if claimed:
         log.info("projector: claimed abandoned events", extra={"count": len(claimed)})
         await fold_and_ack(redis, writer, claimed)

@@ -116,9 +116,9 @@ async def order_outcome(redis: Redis, order: Order) -> tuple[PublicOrderStatus, 
     lives, else the projector's ``OrderState``."""
     live = {as_text(k): as_text(v) for k, v in (await redis.hgetall(streams.order_progress(order.id))).items()}
     if live:
-        rendered, failed = int(live.get("rendered", 0)), int(live.get("failed", 0))
+        rendered, failed = int(live.get(streams.PROGRESS_RENDERED, 0)), int(live.get(streams.PROGRESS_FAILED, 0))
         status: PublicOrderStatus = "processing"
-        if "completed" in live:
+        if streams.PROGRESS_COMPLETED in live:
             state = await OrderState.get(order.id)
             status = state.status if state is not None else completed_status(rendered, failed)
     else:

@@ -25,19 +25,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import orjson
+from ticketry import streams
 from ticketry.db import Entry, as_text
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
+from ticketry.streams import StreamKey, stream_key
 
 from ticketry_notifier import handshake
-from ticketry_notifier.handshake import Close, StreamKey
+from ticketry_notifier.handshake import Close
 
 Progress = Mapping[str, str]
-
-
-def stream_id_key(entry_id: str) -> StreamKey:
-    """``(ms, seq)`` of a stream id Redis gave us (validated ids: handshake.parse_stream_id)."""
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
+_ORDER_ID = b"order_id"  # a ticket event's field (ticketry.events.event_fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +60,19 @@ class OrderOutcome:
 
 def owner(progress: Progress, head: OrderHead | None) -> str | None:
     """The order's buyer: from the progress hash, else from the store (None: no such order)."""
-    return progress.get("owner") or (head.owner if head is not None else None)
+    return progress.get(streams.PROGRESS_OWNER) or (head.owner if head is not None else None)
 
 
 def needs_head(progress: Progress) -> bool:
     """Whether the order's head must be read from the store: the hash names no
     owner, or has no counters to show (it expired)."""
-    return not progress.get("owner") or not progress.get("total")
+    return not progress.get(streams.PROGRESS_OWNER) or not progress.get(streams.PROGRESS_TOTAL)
 
 
 def needs_outcome(progress: Progress, head: OrderHead | None) -> bool:
     """Whether the projector's record of the order is needed: the hash has no
     counters and the order exists."""
-    return not progress.get("total") and head is not None
+    return not progress.get(streams.PROGRESS_TOTAL) and head is not None
 
 
 def may_watch(progress: Progress, head: OrderHead | None, owns: Callable[[str], bool]) -> bool:
@@ -90,21 +87,21 @@ def stored_progress(head: OrderHead | None, outcome: OrderOutcome | None) -> dic
     from the order itself."""
     if head is None:
         return {}
-    cancelled = {"cancelled": "1"} if head.cancelled else {}
+    cancelled = {streams.PROGRESS_CANCELLED: "1"} if head.cancelled else {}
     if outcome is None:
-        return {"total": str(head.quantity), **cancelled}
+        return {streams.PROGRESS_TOTAL: str(head.quantity), **cancelled}
     return {
-        "total": str(outcome.total), "rendered": str(outcome.rendered), "failed": str(outcome.failed),
-        "completed": "1", **cancelled,
+        streams.PROGRESS_TOTAL: str(outcome.total), streams.PROGRESS_RENDERED: str(outcome.rendered),
+        streams.PROGRESS_FAILED: str(outcome.failed), streams.PROGRESS_COMPLETED: "1", **cancelled,
     }  # fmt: skip
 
 
 def snapshot_progress(progress: Progress, head: OrderHead | None, outcome: OrderOutcome | None) -> dict[str, str]:
     """The progress a snapshot shows: the live hash while it has counters, else
     the store's, keeping the hash's ``completed`` / ``cancelled`` marks."""
-    if progress.get("total"):
+    if progress.get(streams.PROGRESS_TOTAL):
         return dict(progress)
-    marks = {k: v for k, v in progress.items() if k in ("completed", "cancelled")}
+    marks = {k: v for k, v in progress.items() if k in (streams.PROGRESS_COMPLETED, streams.PROGRESS_CANCELLED)}
     return {**stored_progress(head, outcome), **marks}
 
 
@@ -124,7 +121,7 @@ class Snapshot:
 
     @property
     def key(self) -> StreamKey:
-        return stream_id_key(self.upto)
+        return stream_key(self.upto)
 
     @property
     def status(self) -> handshake.Status:
@@ -168,12 +165,12 @@ def ends_socket(event_type: str) -> bool:
 
 def entry_order(fields: Mapping[bytes, bytes]) -> str:
     """The order a ticket-events entry is about, without decoding the rest."""
-    return fields.get(b"order_id", b"").decode(errors="replace")
+    return fields.get(_ORDER_ID, b"").decode(errors="replace")
 
 
 def outgoing(ev: TicketEvent) -> Outgoing:
     return Outgoing(
-        key=stream_id_key(ev.id), id=ev.id, type=ev.type, text=orjson.dumps(ev.to_ws()).decode(),
+        key=stream_key(ev.id), id=ev.id, type=ev.type, text=orjson.dumps(ev.to_ws()).decode(),
         order_id=ev.order_id, ticket_id=ev.ticket_id, traceparent=ev.traceparent,
     )  # fmt: skip
 
@@ -204,7 +201,7 @@ class Replay:
         self.order_id = order_id
         self.cancelled = False
         # Nothing to replay without ``after``, or when the snapshot already covers it.
-        self.start = handshake.next_stream_id(after) if after is not None and after < upto else None
+        self.start = streams.next_stream_id(after) if after is not None and after < upto else None
 
     def feed(self, chunk: Iterable[Entry]) -> list[Outgoing]:
         out: list[Outgoing] = []
@@ -220,5 +217,5 @@ class Replay:
             if missed.final:
                 self.cancelled, self.start = True, None
                 return out
-        self.start = None if last is None else handshake.next_stream_id(stream_id_key(as_text(last)))
+        self.start = None if last is None else streams.next_stream_id(stream_key(last))
         return out

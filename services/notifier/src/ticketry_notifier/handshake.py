@@ -24,17 +24,19 @@ from dataclasses import dataclass
 from typing import Literal
 
 import orjson
+from ticketry import streams
+from ticketry.streams import BadStreamId as BadStreamId
+from ticketry.streams import StreamKey as StreamKey
+from ticketry.streams import format_stream_id as format_stream_id
+from ticketry.streams import next_stream_id as next_stream_id
+from ticketry.streams import parse_stream_id as parse_stream_id
 
 SUBPROTOCOL = "ticketry"
 BEARER_PREFIX = "bearer."
 
-_U64 = 2**64 - 1
-# ASCII digits only (``\d`` would take other scripts' digits too), at most 20 of them.
-_STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?", re.ASCII)
 _JWT_SHAPE = re.compile(r"[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*", re.ASCII)
 
 Status = Literal["processing", "completed", "cancelled"]
-StreamKey = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,37 +70,6 @@ def token_expired(resume_after: str | None = None) -> Close:
     if resume_after is None:
         return Close(4401, "token expired; reconnect with a fresh token", "expired")
     return Close(4401, f"token expired; reconnect with a fresh token and after={resume_after}", "expired")
-
-
-class BadStreamId(ValueError):
-    """Not a Redis stream id: ``<ms>-<seq>`` or ``<ms>``, ASCII digits, each < 2**64."""
-
-
-def parse_stream_id(raw: str) -> StreamKey:
-    """``"1700000000000-3"`` → ``(1700000000000, 3)``; a bare ``"1700000000000"``
-    means its sequence 0. Strict: what Python's ``int()`` would also take
-    (``1_0``, `` 1``, ``+1``, Arabic-Indic digits) is refused, so Redis never sees it."""
-    m = _STREAM_ID.fullmatch(raw)
-    if m is None:
-        raise BadStreamId(f"not a stream id: {raw[:40]!r}")
-    ms, seq = int(m.group(1)), int(m.group(2) or 0)
-    if ms > _U64 or seq > _U64:
-        raise BadStreamId(f"stream id out of range: {raw[:40]!r}")
-    return ms, seq
-
-
-def format_stream_id(key: StreamKey) -> str:
-    return f"{key[0]}-{key[1]}"
-
-
-def next_stream_id(key: StreamKey) -> StreamKey | None:
-    """The smallest id after ``key`` (an inclusive XRANGE start), None past the last."""
-    ms, seq = key
-    if seq < _U64:
-        return ms, seq + 1
-    if ms < _U64:
-        return ms + 1, 0
-    return None
 
 
 def parse_after(raw: str | None) -> StreamKey | None:
@@ -151,9 +122,9 @@ def expires_at(token: str) -> float | None:
 
 def snapshot_status(progress: Mapping[str, str]) -> Status:
     """``cancelled`` / ``completed`` once the progress hash names that event."""
-    if progress.get("cancelled"):
+    if progress.get(streams.PROGRESS_CANCELLED):
         return "cancelled"
-    if progress.get("completed"):
+    if progress.get(streams.PROGRESS_COMPLETED):
         return "completed"
     return "processing"
 
@@ -171,7 +142,8 @@ def snapshot_text(order_id: str, upto: str, progress: Mapping[str, str]) -> str:
     status = snapshot_status(progress)
     msg = {
         "type": "snapshot", "id": upto, "order_id": order_id, "status": status,
-        "total": _count(progress, "total"), "rendered": _count(progress, "rendered"),
-        "failed": _count(progress, "failed"), "completed": bool(progress.get("completed")),
+        "total": _count(progress, streams.PROGRESS_TOTAL), "rendered": _count(progress, streams.PROGRESS_RENDERED),
+        "failed": _count(progress, streams.PROGRESS_FAILED),
+        "completed": bool(progress.get(streams.PROGRESS_COMPLETED)),
     }  # fmt: skip
     return orjson.dumps(msg).decode()

@@ -39,7 +39,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
-from ticketry.db import Entry, as_text, entries_of
+from ticketry.db import Entry, as_text, claim_idle, entries_of
 from ticketry.emit import cancelled_orders, queue_final
 from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
 from ticketry.storage import PdfStore, StorageUnavailable, open_store, pdf_key
@@ -353,12 +353,12 @@ class Worker:
         """A dead letter: the request, its reason and attempt history, where it came from."""
         return {
             **{as_text(k): v for k, v in fields.items()},
-            "dlq_reason": reason,
-            "dlq_history": orjson.dumps(history),
-            "dlq_source": lane,
-            "dlq_entry": entry_id,
-            "dlq_consumer": self.consumer,
-            "dlq_at": str(time.time()),
+            streams.DLQ_REASON: reason,
+            streams.DLQ_HISTORY: orjson.dumps(history),
+            streams.DLQ_SOURCE: lane,
+            streams.DLQ_ENTRY: entry_id,
+            streams.DLQ_CONSUMER: self.consumer,
+            streams.DLQ_AT: str(time.time()),
         }
 
     # -- claiming -----------------------------------------------------------------
@@ -373,13 +373,9 @@ class Worker:
                 # XCLAIM with min-idle 0 to ourselves: counts one more delivery.
                 claimed: Any = await self.redis.xclaim(lane, streams.RENDERERS_GROUP, self.consumer, 0, list(due))
                 handled += await self._process_claimed(lane, entries_of(claimed), due)
-            resp: Any = await self.redis.xautoclaim(
-                lane, streams.RENDERERS_GROUP, self.consumer, self.settings.claim_idle_ms, "0-0", count=50
+            claimed = await claim_idle(
+                self.redis, lane, streams.RENDERERS_GROUP, self.consumer, self.settings.claim_idle_ms, 50
             )
-            claimed, deleted = resp[1], (resp[2] if len(resp) > 2 else [])
-            for gone in deleted:
-                # Trimmed/deleted while pending (7.0+): nothing to render; drop it.
-                await self.redis.xack(lane, streams.RENDERERS_GROUP, gone)
             if claimed:
                 log.info("claimed abandoned entries", extra={"lane": lane, "count": len(claimed)})
                 metrics.CLAIMED.inc(len(claimed))
@@ -465,9 +461,10 @@ class Worker:
                     pipe.hset(
                         key,
                         mapping={
-                            "pid": os.getpid(), "host": socket.gethostname(), "consumer": self.consumer,
-                            "rate": f"{self.rate:.2f}", "busy": f"{self.busy:.3f}", "rendered": self.rendered,
-                            "started": f"{self.started:.0f}",
+                            streams.HEARTBEAT_PID: os.getpid(), streams.HEARTBEAT_HOST: socket.gethostname(),
+                            streams.HEARTBEAT_CONSUMER: self.consumer, streams.HEARTBEAT_RATE: f"{self.rate:.2f}",
+                            streams.HEARTBEAT_BUSY: f"{self.busy:.3f}", streams.HEARTBEAT_RENDERED: self.rendered,
+                            streams.HEARTBEAT_STARTED: f"{self.started:.0f}",
                         },
                     )  # fmt: skip
                     pipe.expire(key, streams.HEARTBEAT_TTL_S)

@@ -91,15 +91,15 @@ def _heartbeat(key: str, fields: dict[Any, Any]) -> Heartbeat | None:
     data = {as_text(k): v for k, v in fields.items()}
     if not data:  # expired between SCAN and HGETALL
         return None
-    consumer = as_text(data.get("consumer", key.removeprefix(streams.RENDERER_PREFIX)))
+    consumer = as_text(data.get(streams.HEARTBEAT_CONSUMER, key.removeprefix(streams.RENDERER_PREFIX)))
     return Heartbeat(
         consumer=consumer,
-        pid=int(_num(data.get("pid"))),
-        host=as_text(data.get("host", "")),
-        rate=_num(data.get("rate")),
-        rendered=int(_num(data.get("rendered"))),
-        started=_num(data.get("started")),
-        busy=_num(data.get("busy")),
+        pid=int(_num(data.get(streams.HEARTBEAT_PID))),
+        host=as_text(data.get(streams.HEARTBEAT_HOST, "")),
+        rate=_num(data.get(streams.HEARTBEAT_RATE)),
+        rendered=int(_num(data.get(streams.HEARTBEAT_RENDERED))),
+        started=_num(data.get(streams.HEARTBEAT_STARTED)),
+        busy=_num(data.get(streams.HEARTBEAT_BUSY)),
     )
 
 

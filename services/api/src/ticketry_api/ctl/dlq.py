@@ -25,6 +25,7 @@ listed until deleted (``dlq delete``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from string import Template
 from typing import Annotated, Any
 
 import orjson
@@ -38,18 +39,25 @@ from ticketry_api.ctl.common import JsonOpt, check_ids, console, fail, print_jso
 
 # KEYS: 1 dead letters, 2 lane, 3 order done set, 4 order progress hash
 # ARGV: 1 dead-letter id, 2 ticket id, 3.. field/value pairs of the request
-_REDRIVE_LUA = """
+_REDRIVE_LUA = Template("""
 if #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) == 0 then return false end
 if redis.call('SREM', KEYS[3], ARGV[2]) == 1 then
-  redis.call('HINCRBY', KEYS[4], 'failed', -1)
-  redis.call('HDEL', KEYS[4], 'completed')
+  redis.call('HINCRBY', KEYS[4], '$failed', -1)
+  redis.call('HDEL', KEYS[4], '$completed')
 end
 local f = {}
 for i = 3, #ARGV do f[#f + 1] = ARGV[i] end
 local id = redis.call('XADD', KEYS[2], '*', unpack(f))
 redis.call('XDEL', KEYS[1], ARGV[1])
 return id
-"""
+""").substitute(failed=streams.PROGRESS_FAILED, completed=streams.PROGRESS_COMPLETED)
+
+_DLQ_PREFIX = streams.DLQ_PREFIX.encode()
+
+
+def _field(fields: dict[bytes, bytes], name: str) -> bytes | None:
+    return fields.get(name.encode())
+
 
 app = typer.Typer(help="The renderers' dead letters (ticketry:render:dead).", no_args_is_help=True)
 
@@ -62,12 +70,12 @@ def describe(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any
     """One dead letter as a plain dict (what ``dlq list`` prints)."""
     out: dict[str, Any] = {
         "id": _s(entry_id),
-        "source": _s(fields.get(b"dlq_source")),
-        "reason": _s(fields.get(b"dlq_reason")),
-        "history": orjson.loads(fields.get(b"dlq_history", b"[]")),
-        "source_entry": _s(fields.get(b"dlq_entry")),
-        "consumer": _s(fields.get(b"dlq_consumer")),
-        "at": _s(fields.get(b"dlq_at")),
+        "source": _s(_field(fields, streams.DLQ_SOURCE)),
+        "reason": _s(_field(fields, streams.DLQ_REASON)),
+        "history": orjson.loads(_field(fields, streams.DLQ_HISTORY) or b"[]"),
+        "source_entry": _s(_field(fields, streams.DLQ_ENTRY)),
+        "consumer": _s(_field(fields, streams.DLQ_CONSUMER)),
+        "at": _s(_field(fields, streams.DLQ_AT)),
     }
     try:
         req = decode_render_request(fields)
@@ -99,7 +107,7 @@ async def show_dead_letter(redis: Redis, dlq_id: str) -> dict[str, Any] | None:
         out["request"] = decode_render_request(fields).model_dump(mode="json")
     except DecodeError:
         out["request"] = None
-        out["raw"] = {_s(k): _s(v) for k, v in fields.items() if not k.startswith(b"dlq_")}
+        out["raw"] = {_s(k): _s(v) for k, v in fields.items() if not k.startswith(_DLQ_PREFIX)}
     return out
 
 
@@ -118,12 +126,12 @@ async def redrive(redis: Redis, ids: Sequence[str]) -> dict[str, str]:
         except DecodeError as exc:
             result[dlq_id] = f"not re-drivable: {exc}"
             continue
-        lane = _s(fields.get(b"dlq_source"))
+        lane = _s(_field(fields, streams.DLQ_SOURCE))
         if lane not in streams.RENDER_LANES:
             lane = streams.render_lane(req.lane, req.total)
         payload: list[bytes | str] = []
         for k, v in fields.items():
-            if not k.startswith(b"dlq_"):
+            if not k.startswith(_DLQ_PREFIX):
                 payload += [k, v]
         new_id = await script(
             keys=[

@@ -65,11 +65,11 @@ def database_url(url: str, name: str) -> str:
 
 
 def _ms(entry_id: str) -> int:
-    return int(entry_id.partition("-")[0])
+    return streams.stream_key(entry_id)[0]
 
 
 def _older(a: str, b: str) -> bool:
-    return projector.event_key(a) < projector.event_key(b)
+    return streams.stream_key(a) < streams.stream_key(b)
 
 
 @dataclass
@@ -228,7 +228,7 @@ async def replay(database: str | None, keep: bool, settle_s: float) -> Report:
             # A document whose event is in the stream is at or after the first entry's
             # time; a minute's margin for clocks of other hosts.
             since = datetime.fromtimestamp(_ms(first_id) / 1000, UTC) + timedelta(minutes=1) if first_id else None
-            first_key = projector.event_key(first_id) if first_id else None
+            first_key = streams.sortable_stream_id(first_id) if first_id else None
 
             def ticket_covered(doc: dict[str, Any]) -> bool:
                 at = doc.get("at")

@@ -72,10 +72,11 @@ async def renderers(redis: Redis) -> list[dict[str, Any]]:
         if not data:
             continue
         out.append({
-            "consumer": data.get("consumer", key.removeprefix(streams.RENDERER_PREFIX)),
-            "host": data.get("host", ""), "pid": int(_num(data.get("pid"))),
-            "rate": _num(data.get("rate")), "busy": _num(data.get("busy")),
-            "rendered": int(_num(data.get("rendered"))), "started": _num(data.get("started")),
+            "consumer": data.get(streams.HEARTBEAT_CONSUMER, key.removeprefix(streams.RENDERER_PREFIX)),
+            "host": data.get(streams.HEARTBEAT_HOST, ""), "pid": int(_num(data.get(streams.HEARTBEAT_PID))),
+            "rate": _num(data.get(streams.HEARTBEAT_RATE)), "busy": _num(data.get(streams.HEARTBEAT_BUSY)),
+            "rendered": int(_num(data.get(streams.HEARTBEAT_RENDERED))),
+            "started": _num(data.get(streams.HEARTBEAT_STARTED)),
         })  # fmt: skip
     return out
 

@@ -31,7 +31,7 @@ redis.call('XDEL', KEYS[1], ARGV[1])
 return id
 """
 
-REASON, AT, ENTRY = "dlq_reason", "dlq_at", "dlq_entry"
+REASON, AT, ENTRY = streams.DLQ_REASON, streams.DLQ_AT, streams.DLQ_ENTRY
 
 
 def dead_fields(fields: dict[str, str], reason: str, entry_id: str) -> dict[str, str]:
@@ -46,7 +46,8 @@ def describe(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any
     try:
         d = Delivery.from_fields(fields)
     except DecodeError:
-        return out | {"redrivable": False, "fields": {k: v for k, v in text.items() if not k.startswith("dlq_")}}
+        own = {k: v for k, v in text.items() if not k.startswith(streams.DLQ_PREFIX)}
+        return out | {"redrivable": False, "fields": own}
     return out | {
         "redrivable": True, "endpoint_id": d.endpoint_id, "webhook_id": d.msg_id, "type": d.type,
         "order_id": d.order_id, "event_id": d.event_id, "attempts": d.attempt, "history": list(d.history),

@@ -30,7 +30,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
-from ticketry.db import Entry, entries_of, next_cursor
+from ticketry.db import Entry, claim_idle, entries_of, next_cursor
 from ticketry.documents import Order
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.webhook_documents import WebhookEndpoint
@@ -133,12 +133,7 @@ async def dispatch(redis: Redis, entries: list[Entry]) -> int:
 
 async def claim_abandoned(redis: Redis, consumer: str, idle_ms: int) -> int:
     """Take over events a dead api read but never dispatched."""
-    resp: Any = await redis.xautoclaim(
-        streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, consumer, idle_ms, "0-0", count=BATCH
-    )
-    if len(resp) > 2 and resp[2]:
-        await redis.xack(streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, *resp[2])
-    claimed = [(e, f) for e, f in resp[1] if f]
+    claimed = await claim_idle(redis, streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, consumer, idle_ms, BATCH)
     if claimed:
         await dispatch(redis, claimed)
     return len(claimed)

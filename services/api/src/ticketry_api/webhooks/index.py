@@ -63,6 +63,6 @@ async def events_of(redis: Redis, order_ids: Sequence[str]) -> dict[str, str | N
     hash): the dispatcher reads those from the store."""
     async with redis.pipeline(transaction=False) as pipe:
         for order_id in order_ids:
-            pipe.hget(streams.order_progress(order_id), "event_id")
+            pipe.hget(streams.order_progress(order_id), streams.PROGRESS_EVENT_ID)
         got = await pipe.execute()
     return {o: as_text(e) if e else None for o, e in zip(order_ids, got, strict=True)}
