@@ -5,7 +5,8 @@ by Playwright, never a browser Playwright downloads. Each browser gets a fresh
 profile and runs with nothing that reaches beyond this machine. The fake
 camera is Chromium's own (``--use-file-for-fake-video-capture``) playing a
 Y4M file: a header and raw I420 frames, made here from the ticket's PDF as
-PDFium renders it.
+PDFium renders it. And a stand-in for the browser's ``BarcodeDetector``, which
+Chromium on Linux lacks (``BARCODE_DETECTOR_STAND_IN``).
 """
 
 from __future__ import annotations
@@ -116,3 +117,58 @@ def write_y4m(path: Path, picture: Image.Image, frames: int = 2, fps: int = 10) 
         for _ in range(frames):
             out.write(b"FRAME\n" + planes)
     return path
+
+
+# A stand-in for the browser's ``BarcodeDetector`` (Shape Detection API), which
+# Chromium on Linux lacks: it replaces a browser API, never our infrastructure.
+# ``detect(video)`` reads the real camera frame and decodes it with the page's
+# own vendored jsQR (held aside: calls the page makes to ``window.jsQR`` are
+# counted apart, so a test can tell the two branches apart). Like a guest
+# holding a ticket up once and walking on, it reports each code once, then
+# nothing. What it saw is in ``window.__barcodeStandIn``.
+BARCODE_DETECTOR_STAND_IN = """
+(() => {
+  const seen = { supported: 0, constructed: [], detect: 0, found: [], pageJsqr: 0 };
+  window.__barcodeStandIn = seen;
+  let jsqr;
+  Object.defineProperty(window, "jsQR", {
+    configurable: true,
+    get() {
+      return jsqr && ((...args) => { seen.pageJsqr += 1; return jsqr(...args); });
+    },
+    set(value) { jsqr = value; },
+  });
+  class BarcodeDetector {
+    constructor(options) {
+      this.formats = (options && options.formats) || [];
+      seen.constructed.push(this.formats.slice());
+    }
+    static async getSupportedFormats() {
+      seen.supported += 1;
+      return ["qr_code"];
+    }
+    async detect(source) {
+      seen.detect += 1;
+      const width = source.videoWidth || source.width;
+      const height = source.videoHeight || source.height;
+      if (!width || !height || !jsqr || !this.formats.includes("qr_code")) return [];
+      const canvas = document.createElement("canvas");
+      canvas.width = width;
+      canvas.height = height;
+      const ctx = canvas.getContext("2d", { willReadFrequently: true });
+      ctx.drawImage(source, 0, 0, width, height);
+      const found = jsqr(ctx.getImageData(0, 0, width, height).data, width, height);
+      if (!found || seen.found.includes(found.data)) return [];
+      seen.found.push(found.data);
+      const loc = found.location;
+      const corners = [loc.topLeftCorner, loc.topRightCorner, loc.bottomRightCorner, loc.bottomLeftCorner];
+      const xs = corners.map((p) => p.x);
+      const ys = corners.map((p) => p.y);
+      const box = new DOMRectReadOnly(Math.min(...xs), Math.min(...ys),
+        Math.max(...xs) - Math.min(...xs), Math.max(...ys) - Math.min(...ys));
+      return [{ rawValue: found.data, format: "qr_code", boundingBox: box, cornerPoints: corners }];
+    }
+  }
+  window.BarcodeDetector = BarcodeDetector;
+})();
+"""

@@ -31,7 +31,7 @@ from ticketry_devstack.procs import Stack
 from websockets.typing import Subprotocol
 
 from tests.conftest import TokenFactory, make_stack
-from tests.e2e.pages_support import WAIT_MS, browser, qr_picture, write_y4m
+from tests.e2e.pages_support import BARCODE_DETECTOR_STAND_IN, WAIT_MS, browser, qr_picture, write_y4m
 from tests.helpers import bearer, checkin_list, create_event, decode_qr, place_order, scan
 
 pytestmark = pytest.mark.e2e
@@ -340,6 +340,50 @@ async def test_scanner_camera_admits_then_already_and_refuses_another_events_tic
         await page.get_by_test_id("scan-submit").click()
         await expect(result).to_have_attribute("data-outcome", "unknown")
         await page.screenshot(path=screenshot_dir(tmp_path) / "scan-page-360.png")
+
+
+async def test_scanner_camera_uses_the_browsers_barcode_detector_where_there_is_one(
+    stack: Stack, api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
+) -> None:
+    """Where the browser has a ``BarcodeDetector``, the camera's frames go to it,
+    not to the vendored jsQR. Chromium on Linux has none, so the page gets a
+    stand-in (``pages_support.BARCODE_DETECTOR_STAND_IN``, installed before the
+    page's scripts): it replaces a browser API, not our infrastructure; it
+    decodes the real fake-camera frame with the page's own jsQR, which it keeps
+    aside so the page's own calls to jsQR are counted apart. The scan itself is
+    the page's real path: POST /v1/checkins to the real api, the real answer."""
+    org, buyer = token("pages-org-8", "organizer"), token("pages-buyer-8", "buyer")
+    # Given an event with a door, a rendered ticket of it, and a camera that sees the ticket
+    event = await create_event(api, org, capacity=50, tiers=TIERS)
+    door = await checkin_list(api, org, event["id"], name="Side door")
+    order = (await place_order(api, buyer, event["id"], 1, holder_name="Zoë Ångström")).json()
+    [(pdf, code)] = await ticket_codes(api, order, buyer)
+    staff = staff_token("pages-door-8", [event["id"]])
+    camera = write_y4m(tmp_path / "ticket.y4m", qr_picture(pdf))
+
+    async with browser(tmp_path / "profile", camera=camera) as context:
+        page = await context.new_page()
+        await page.add_init_script(BARCODE_DETECTOR_STAND_IN)
+        # When door staff open the scanner and turn the camera on
+        await page.goto(f"{stack.api_url}/scan#token={staff}&list={door}")
+        await expect(page.get_by_role("heading", level=1)).to_have_text("Side door")
+        await page.get_by_test_id("camera-start").click()
+        # Then the page takes the detector's branch
+        await expect(page.locator("#camera-note")).to_contain_text("built-in detector")
+        # ...the ticket is admitted by the server: green, with its holder's name
+        result = page.get_by_test_id("scan-result")
+        await expect(result).to_have_attribute("data-outcome", "admitted")
+        await expect(result).to_have_css("background-color", "rgb(10, 107, 44)")
+        await expect(page.locator("#holder")).to_have_text("Zoë Ångström")
+        await expect(page.locator("[data-testid=scan-history] li")).to_have_count(1)
+        await page.get_by_test_id("camera-start").click()  # the camera off again
+        seen = await page.evaluate("window.__barcodeStandIn")
+        # ...the detector was asked for QR codes and read the frames; the page never called jsQR
+        assert seen["supported"] >= 1 and seen["constructed"] == [["qr_code"]], seen
+        assert seen["detect"] >= 1 and seen["found"] == [code] and seen["pageJsqr"] == 0, seen
+    # (the server holds the check-in: the same code again is already in)
+    again = await scan(api, staff, code, door)
+    assert again.status_code == 409 and "checked_in_at" in again.json(), again.text
 
 
 async def test_scanner_offline_admits_locally_uploads_later_and_reports_a_conflict_once(
