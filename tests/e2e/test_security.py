@@ -22,7 +22,7 @@ from pymongo import AsyncMongoClient
 from ticketry.auth import issue_token
 from ticketry.codes import InvalidCode, Keyring
 from ticketry.settings import DEV_JWT_SECRET
-from ticketry_api.readmodel import POINT_READS_UP_TO
+from ticketry_api.store.reads import POINT_READS_UP_TO
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory

@@ -62,6 +62,7 @@ from ticketry_api.errors import Problem
 from ticketry_api.ratelimit import RateSettings
 from ticketry_api.schemas import OrderIn
 from ticketry_api.store import Store
+from ticketry_api.store.reads import stored_status
 from ticketry_api.store.writer import Step, Writer
 
 log = logging.getLogger(__name__)
@@ -366,12 +367,6 @@ async def _abandon(writer: Writer, order_id: str, event_id: str, quantity: int) 
     if await writer.insert(Order.get_pymongo_collection(), [tombstone.model_dump(by_alias=True)]):
         return await stored_status(order_id) == "abandoned"
     return True
-
-
-async def stored_status(order_id: str) -> str | None:
-    """The order document's ``status``, read by ``_id`` alone (None: no document)."""
-    raw = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"status": 1})
-    return None if raw is None else str(raw.get("status"))
 
 
 def _now_ms() -> int:

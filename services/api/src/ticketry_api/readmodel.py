@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
-from pymongo.asynchronous.collection import AsyncCollection
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.db import as_text
 from ticketry.documents import Checkin, Order, OrderState, PublicOrderStatus, TicketState, TicketStatus, is_placed
 from ticketry.ids import order_of_ticket
+
+from ticketry_api.store.reads import find_by_ids
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,6 @@ async def ticket_status(ticket: TicketOf) -> TicketStatus:
     return state.status if state is not None else "queued"
 
 
-# Up to this many tickets, an order's statuses are read ticket by ticket by _id.
-POINT_READS_UP_TO = 64
-
-
 async def order_ticket_statuses(
     order: Order, ids: list[str] | None = None, *, all_rendered: bool = False
 ) -> dict[str, TicketStatus]:
@@ -74,13 +70,11 @@ async def order_ticket_statuses(
     ``completed`` (every ticket rendered, none failed), so the render outcomes
     need no reading, only the check-ins.
 
-    FerretDB v1 answers a filter on ``order_id`` by decoding
-    every document of the collection (measured at 20,000 tickets: 0.55 s a
-    query), while a read by ``_id`` searches the index our FerretDB build adds
-    (1.0 ms; see ``infra/ferretdb/idindex.go``). So an order of up to
-    ``POINT_READS_UP_TO`` tickets is read by ``_id``, a point read or two a
-    ticket, side by side; a bigger order takes the scans (on MongoDB both are
-    indexed). ``ids``: only these tickets of the order (a page of them)."""
+    An order of up to ``store.reads.POINT_READS_UP_TO`` tickets is read by
+    ``_id``, a point read or two a ticket, side by side; a bigger order takes
+    a scan by ``order_id`` (``store.reads.find_by_ids``: FerretDB v1 decodes
+    the whole collection for any filter but one on ``_id``; on MongoDB both
+    are indexed). ``ids``: only these tickets of the order (a page of them)."""
     ids = order.ticket_ids if ids is None else ids
     if order.status == "cancelled":
         return dict.fromkeys(ids, "cancelled")
@@ -96,18 +90,6 @@ async def order_ticket_statuses(
     out: dict[str, TicketStatus] = {t: rendered.get(t, "queued") for t in ids}
     out.update(dict.fromkeys((c["_id"] for c in admitted), "checked_in"))
     return out
-
-
-async def find_by_ids(
-    col: AsyncCollection[dict[str, Any]], ids: list[str], otherwise: dict[str, Any], projection: dict[str, int]
-) -> list[dict[str, Any]]:
-    """The documents of ``col`` with these ``_id``s: point reads, side by side,
-    for up to ``POINT_READS_UP_TO`` of them; else one query by ``otherwise``
-    (a scan on FerretDB v1, cheaper than that many point reads)."""
-    if len(ids) <= POINT_READS_UP_TO:
-        got = await asyncio.gather(*(col.find_one({"_id": i}, projection) for i in ids))
-        return [d for d in got if d is not None]
-    return await col.find(otherwise, projection).to_list()
 
 
 async def order_outcome(redis: Redis, order: Order) -> tuple[PublicOrderStatus, int, int]:

@@ -36,7 +36,7 @@ Canceller = Annotated[Principal, Depends(rate_limited("cancels", "buyer", "organ
 Limit = Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)]
 Cursor = Annotated[str | None, Query(max_length=200)]
 # ``GET /v1/orders/{id}`` lists this many tickets at most; the rest page by page.
-ORDER_TICKETS_INLINE = 64  # point reads (readmodel.POINT_READS_UP_TO)
+ORDER_TICKETS_INLINE = 64  # point reads (store.reads.POINT_READS_UP_TO)
 
 
 def progress_url(state_url: str, order_id: str) -> str:

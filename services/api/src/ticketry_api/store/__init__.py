@@ -14,10 +14,12 @@ What each FerretDB v1 (SQLite backend) limit costs, and where:
 - **Only a filter that is exactly ``{"_id": …}`` is pushed down** (any other
   filter or sort decodes the whole collection): the ledger's head is found by
   point reads, doubling then bisecting (``ledger_core.find_head``, 2·log2(n)
-  reads); an order's tickets' outcomes and check-ins are read by ``_id`` up to
-  ``readmodel.POINT_READS_UP_TO`` tickets, by a scan above; an order's status
-  is read by ``_id`` (``orders.stored_status``). (These two point readers are
-  still outside this package.)
+  reads); what is read by a known set of ids is read one ``_id`` at a time,
+  side by side (``reads``): an order's tickets' outcomes and check-ins up to
+  ``reads.POINT_READS_UP_TO`` tickets, by a scan above (``find_by_ids``), the
+  orders of a batch of ticket events for the webhook dispatcher
+  (``find_each``; an ``$in`` on ``_id`` would scan too), an order's status
+  (``stored_status``). Cost: a round trip per document, side by side.
 - **SQLite takes one writer at a time** (concurrent writers sleep 1, 2, 5… ms
   in its busy handler): every hot insert of the process queues on one
   ``writer.Writer``, which writes each collection's queued calls as one
@@ -29,7 +31,7 @@ What each FerretDB v1 (SQLite backend) limit costs, and where:
   ``orders``); nothing here needs more than one document to change at once.
 
 The pure rules are in ``ledger_core`` and ``batches`` (unit-tested without a
-server); ``ledger``, ``writer`` and ``events`` do the I/O.
+server); ``ledger``, ``writer``, ``reads`` and ``events`` do the I/O.
 
 On a real MongoDB all of this runs as it is (every store test here runs it on
 FerretDB). A MongoDB adapter would instead keep each event's sold counts in

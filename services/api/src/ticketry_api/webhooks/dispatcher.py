@@ -35,6 +35,7 @@ from ticketry.documents import Order
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.webhook_documents import WebhookEndpoint
 
+from ticketry_api.store.reads import find_each
 from ticketry_api.webhooks import index
 from ticketry_api.webhooks.models import Delivery, message_id, payload, webhook_type
 
@@ -84,8 +85,7 @@ async def deliveries_for(redis: Redis, events: list[TicketEvent]) -> list[Delive
         return []
     ORDER_READS.inc(len(order_ids))
     readable = set(order_ids)
-    found = await asyncio.gather(*(orders_col.find_one({"_id": o}, _ORDER_FIELDS) for o in order_ids))
-    orders: dict[str, dict[str, Any]] = {o: d for o, d in zip(order_ids, found, strict=True) if d is not None}
+    orders = await find_each(orders_col, order_ids, _ORDER_FIELDS)  # by _id: an $in would scan
     endpoints_col = WebhookEndpoint.get_pymongo_collection()
     event_ids = sorted({d["event_id"] for d in orders.values()})
     hooks = await asyncio.gather(
