@@ -416,7 +416,7 @@ async def room_scenario(
         ticks: list[Any] = list(await redis.xrange(streams.room_updates(event_id)) or [])
     finally:
         await redis.aclose()
-    rates = [float(f[b"rate"]) for _, f in ticks]
+    rates = [float(f[streams.ROOM_RATE.encode()]) for _, f in ticks]
     got = [Buyer(**d) for d in raw]
     outcomes: dict[str, int] = {}
     for b in got:
@@ -426,7 +426,7 @@ async def room_scenario(
     back = [b.n for b in got if b.positions != sorted(b.positions, reverse=True)]
     tickets_sold = outcomes.get("tickets", 0)
     definitive = outcomes.get("tickets", 0) + outcomes.get("sold_out", 0) + outcomes.get("409", 0)
-    first_admit = next((i for i, (_, f) in enumerate(ticks) if json.loads(f[b"permits"])), None)
+    first_admit = next((i for i, (_, f) in enumerate(ticks) if json.loads(f[streams.ROOM_PERMITS.encode()])), None)
     return {
         "buyers": buyers, "tickets": tickets, "arrive_s": arrive_s, "wall_s": wall,
         "early": sum(b.early for b in got), "outcomes": outcomes, "sold": sold,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from ticketry import emit, streams
 from ticketry_api.ctl import dlq
+from ticketry_api.waitingroom import store as room_store
+from ticketry_notifier.queue import Update
 
 IDS = ["0-0", "9-0", "10-0", "10-2", "10-10", "100-1", "18446744073709551615-18446744073709551615"]
 
@@ -32,3 +34,21 @@ def test_the_lua_scripts_are_filled_in_with_the_field_names(script: str) -> None
 def test_dead_letter_fields_share_one_prefix() -> None:
     names = [streams.DLQ_REASON, streams.DLQ_HISTORY, streams.DLQ_SOURCE, streams.DLQ_ENTRY, streams.DLQ_CONSUMER]
     assert all(n.startswith(streams.DLQ_PREFIX) for n in [*names, streams.DLQ_AT])
+
+
+@pytest.mark.parametrize("script", [room_store._JOIN, room_store._ADMIT, room_store._PAUSE])
+def test_the_waiting_room_scripts_are_filled_in_with_the_field_names(script: str) -> None:
+    assert "$" not in script
+    assert f"'{streams.ROOM_ADMITTED}'" in script and f"'{streams.ROOM_RATE}'" in script
+
+
+def test_the_notifier_reads_a_room_update_by_the_same_names() -> None:
+    fields = {
+        streams.ROOM_ADMITTED: b"7", streams.ROOM_RATE: b"2.500", streams.ROOM_AT: b"1700000000000",
+        streams.ROOM_SOLD_OUT: b"0", streams.ROOM_DRAWN: b"1", streams.ROOM_PERMITS: b'{"bo": ["p", 9]}',
+        streams.ROOM_PAUSED: b"1",
+    }  # fmt: skip
+    u = Update.from_fields({k.encode(): v for k, v in fields.items()})
+    assert u == Update(
+        admitted=7, rate=2.5, at=1700000000000, sold_out=False, drawn=True, permits={"bo": ["p", 9]}, paused=True
+    )

@@ -311,8 +311,8 @@ WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 #     Redis's clock) a random score in [0, 1), later ones ``1 + n`` in arrival order.
 # ``ticketry:room:{event}:seq`` (integer) — later arrivals so far (their ``n``).
 # ``ticketry:room:{event}:ids`` (hash: buyer → queue id) — a buyer's place, again on a second join.
-# ``ticketry:queue:{queue id}`` (hash: event, buyer) — a place by its id (the notifier's lookup).
-# ``ticketry:room:{event}:state`` (hash: admitted, rate, carry, on_sale_ms, sold_out, at, paused)
+# ``ticketry:queue:{queue id}`` (hash: event, buyer; ``QUEUE_*``) — a place by its id (the notifier's lookup).
+# ``ticketry:room:{event}:state`` (hash: admitted, rate, carry, on_sale_ms, sold_out, at, drawn, paused; ``ROOM_*``)
 #     ``admitted``: how many of the line, in score order, have been admitted (only
 #     grows; compare-and-set by the admission script); ``rate`` the current
 #     admission rate (buyers/s); ``sold_out`` 1 while nothing is left to sell;
@@ -324,7 +324,7 @@ WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 #     An order claims its buyer's entry (ZREM: one order per permission) and puts
 #     it back if it is not accepted.
 # ``ticketry:room:{event}:used`` (integer) — permissions used by an accepted order.
-# ``ticketry:room:{event}:updates`` (stream: admitted, rate, at, sold_out, drawn, permits, paused?)
+# ``ticketry:room:{event}:updates`` (stream: admitted, rate, at, sold_out, drawn, permits, paused?; ``ROOM_*``)
 #     One entry per admission tick (``permits``: JSON of the buyers admitted by
 #     it → [permission, expires ms]), and one per pause or resume (``paused`` 1 or
 #     0, no permits; a tick's entry has no ``paused``: not paused); read without a group
@@ -335,6 +335,20 @@ WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 #     Each api process's measured order rate (ticketry_api.admission), written
 #     every tick; the admitter sums the fresh ones. Entries older than a minute are deleted.
 ROOMS: Final = "ticketry:rooms"
+# ``ticketry:queue:{queue id}`` (``queue_place``)
+QUEUE_EVENT: Final = "event"
+QUEUE_BUYER: Final = "buyer"
+# ``ticketry:room:{event}:state`` (``room_state``); the room's update entries
+# (``room_updates``) carry the same names for the same values.
+ROOM_ADMITTED: Final = "admitted"  # how many of the line were admitted
+ROOM_RATE: Final = "rate"  # buyers admitted per second
+ROOM_CARRY: Final = "carry"  # state only: the fraction of a buyer left from the last tick
+ROOM_ON_SALE_MS: Final = "on_sale_ms"  # state only
+ROOM_SOLD_OUT: Final = "sold_out"  # "1" while nothing is left to sell
+ROOM_AT: Final = "at"  # Redis ms of the tick
+ROOM_DRAWN: Final = "drawn"  # "1" once the early arrivals' draw is final
+ROOM_PAUSED: Final = "paused"  # "1" while paused (an update: only a pause's or resume's)
+ROOM_PERMITS: Final = "permits"  # updates only: JSON buyer → [permission, expires ms]
 API_CAPACITY: Final = "ticketry:api:capacity"
 ROOM_TTL_S: Final = 7 * 24 * 3600
 ROOM_UPDATES_MAXLEN: Final = 10_000

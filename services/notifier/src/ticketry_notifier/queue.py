@@ -50,6 +50,10 @@ log = logging.getLogger(__name__)
 _QUEUE_ID = re.compile(r"qu_[0-9a-f]{20}", re.ASCII)
 ADMITTED = Close(1000, "admitted", "admitted")
 SOLD_OUT = Close(1000, "sold out", "sold_out")
+# A room update's fields as Redis gives them (``streams.ROOM_*``).
+_ADMITTED, _RATE, _AT = streams.ROOM_ADMITTED.encode(), streams.ROOM_RATE.encode(), streams.ROOM_AT.encode()
+_SOLD_OUT, _DRAWN = streams.ROOM_SOLD_OUT.encode(), streams.ROOM_DRAWN.encode()
+_PERMITS, _PAUSED = streams.ROOM_PERMITS.encode(), streams.ROOM_PAUSED.encode()
 
 
 @dataclass(frozen=True)
@@ -67,9 +71,9 @@ class Update:
     @classmethod
     def from_fields(cls, f: dict[bytes, bytes]) -> Update:
         return cls(
-            admitted=int(f.get(b"admitted", b"0")), rate=float(f.get(b"rate", b"0")), at=int(f.get(b"at", b"0")),
-            sold_out=f.get(b"sold_out") == b"1", drawn=f.get(b"drawn") == b"1",
-            permits=orjson.loads(f.get(b"permits", b"{}")), paused=f.get(b"paused") == b"1",
+            admitted=int(f.get(_ADMITTED, b"0")), rate=float(f.get(_RATE, b"0")), at=int(f.get(_AT, b"0")),
+            sold_out=f.get(_SOLD_OUT) == b"1", drawn=f.get(_DRAWN) == b"1",
+            permits=orjson.loads(f.get(_PERMITS, b"{}")), paused=f.get(_PAUSED) == b"1",
         )  # fmt: skip
 
 
@@ -206,7 +210,7 @@ class RoomWatch:
         permissions of every entry in the read count)."""
         permits: dict[str, list[Any]] = {}
         for _, fields in entries:
-            permits.update(orjson.loads(fields.get(b"permits", b"{}")))
+            permits.update(orjson.loads(fields.get(_PERMITS, b"{}")))
         u = Update(newest.admitted, newest.rate, newest.at, newest.sold_out, newest.drawn, permits, newest.paused)
         if u.drawn:
             await self.read_ranks([s for s in self.sockets if s.rank is None])
@@ -296,7 +300,8 @@ async def _queue_progress(ws: WebSocket) -> None:
         return
     queue_id = ws.path_params["queue_id"]
     place = await rooms.redis.hgetall(streams.queue_place(queue_id)) if _QUEUE_ID.fullmatch(queue_id) else {}
-    event_id, buyer = as_text(place.get(b"event", b"")), as_text(place.get(b"buyer", b""))
+    event_id = as_text(place.get(streams.QUEUE_EVENT.encode(), b""))
+    buyer = as_text(place.get(streams.QUEUE_BUYER.encode(), b""))
     if not event_id or buyer != who.sub:
         await _close(ws, Close(4404, "queue place not found", "not_found"))
         return
@@ -310,8 +315,12 @@ async def _queue_progress(ws: WebSocket) -> None:
     try:
         async with rooms.redis.pipeline(transaction=False) as pipe:
             pipe.hmget(
-                streams.room_state(event_id), ["admitted", "rate", "at", "sold_out", "drawn", "on_sale_ms", "paused"]
-            )
+                streams.room_state(event_id),
+                [
+                    streams.ROOM_ADMITTED, streams.ROOM_RATE, streams.ROOM_AT, streams.ROOM_SOLD_OUT,
+                    streams.ROOM_DRAWN, streams.ROOM_ON_SALE_MS, streams.ROOM_PAUSED,
+                ],
+            )  # fmt: skip
             pipe.zrank(streams.room_line(event_id), buyer)
             pipe.hget(streams.room_permits(event_id), buyer)
             pipe.time()

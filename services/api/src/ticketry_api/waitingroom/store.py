@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from string import Template
 from typing import Any
 
 import orjson
@@ -19,11 +20,19 @@ from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.db import as_text
 
+# The scripts' hash and update field names, from ``streams`` ($admitted, $event, …).
+_FIELDS = {
+    "event": streams.QUEUE_EVENT, "buyer": streams.QUEUE_BUYER, "admitted": streams.ROOM_ADMITTED,
+    "rate": streams.ROOM_RATE, "carry": streams.ROOM_CARRY, "on_sale_ms": streams.ROOM_ON_SALE_MS,
+    "sold_out": streams.ROOM_SOLD_OUT, "at": streams.ROOM_AT, "drawn": streams.ROOM_DRAWN,
+    "paused": streams.ROOM_PAUSED, "permits": streams.ROOM_PERMITS,
+}  # fmt: skip
+
 # KEYS: line, seq, ids, place (of the new id), rooms, state, permits
 # ARGV: buyer, on_sale_ms, early score, new queue id, event id, ttl, max waiting
 # → {queue id, score, new (0/1), rank, admitted, now ms, rate, sold_out, permit or false, drawn, paused}
 # or, for a buyer without a place while max waiting places wait: {'', waiting, rate, now ms}
-_JOIN = """
+_JOIN = Template("""
 local qid = redis.call('HGET', KEYS[3], ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -32,38 +41,38 @@ local score
 if qid then
   score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 else
-  local waiting = redis.call('ZCARD', KEYS[1]) - tonumber(redis.call('HGET', KEYS[6], 'admitted') or '0')
+  local waiting = redis.call('ZCARD', KEYS[1]) - tonumber(redis.call('HGET', KEYS[6], '$admitted') or '0')
   if waiting >= tonumber(ARGV[7]) then
-    return {'', waiting, redis.call('HGET', KEYS[6], 'rate') or '0', now}
+    return {'', waiting, redis.call('HGET', KEYS[6], '$rate') or '0', now}
   end
   new = 1
   qid = ARGV[4]
   if now < tonumber(ARGV[2]) then score = ARGV[3] else score = tostring(1 + redis.call('INCR', KEYS[2])) end
   redis.call('ZADD', KEYS[1], 'NX', score, ARGV[1])
   redis.call('HSET', KEYS[3], ARGV[1], qid)
-  redis.call('HSET', KEYS[4], 'event', ARGV[5], 'buyer', ARGV[1])
-  redis.call('HSETNX', KEYS[6], 'on_sale_ms', ARGV[2])
+  redis.call('HSET', KEYS[4], '$event', ARGV[5], '$buyer', ARGV[1])
+  redis.call('HSETNX', KEYS[6], '$on_sale_ms', ARGV[2])
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[6]) end
   redis.call('EXPIRE', KEYS[6], ARGV[6])
 end
 redis.call('SADD', KEYS[5], ARGV[5])
-local st = redis.call('HMGET', KEYS[6], 'admitted', 'rate', 'sold_out', 'paused')
+local st = redis.call('HMGET', KEYS[6], '$admitted', '$rate', '$sold_out', '$paused')
 local drawn = 0
 if now >= tonumber(ARGV[2]) then drawn = 1 end
 return {qid, score, new, redis.call('ZRANK', KEYS[1], ARGV[1]), st[1] or '0', now, st[2] or '0', st[3] or '0',
         redis.call('HGET', KEYS[7], ARGV[1]), drawn, st[4] or '0'}
-"""
+""").substitute(_FIELDS)
 
 # KEYS: line, state, permits, outstanding, updates
 # ARGV: expected admitted, on_sale ms, rate, carry, sold_out, ttl, maxlen, permits json, n, buyers…, values…, expiries…
 # → new admitted count, or -1 (not on sale by Redis's clock), -2 (admitted moved), -3 (line moved),
 #   -4 (paused)
-_ADMIT = """
+_ADMIT = Template("""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(ARGV[2]) then return -1 end
-if redis.call('HGET', KEYS[2], 'paused') == '1' then return -4 end
-local cur = tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0')
+if redis.call('HGET', KEYS[2], '$paused') == '1' then return -4 end
+local cur = tonumber(redis.call('HGET', KEYS[2], '$admitted') or '0')
 if cur ~= tonumber(ARGV[1]) then return -2 end
 local n = tonumber(ARGV[9])
 if n > 0 then
@@ -77,32 +86,32 @@ if n > 0 then
     redis.call('ZADD', KEYS[4], ARGV[9 + 2 * n + i], got[i])
   end
 end
-redis.call('HSET', KEYS[2], 'admitted', cur + n, 'rate', ARGV[3], 'carry', ARGV[4], 'sold_out', ARGV[5],
-           'at', now, 'drawn', 1)
-redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'admitted', cur + n, 'rate', ARGV[3], 'at', now,
-           'sold_out', ARGV[5], 'drawn', 1, 'permits', ARGV[8])
+redis.call('HSET', KEYS[2], '$admitted', cur + n, '$rate', ARGV[3], '$carry', ARGV[4], '$sold_out', ARGV[5],
+           '$at', now, '$drawn', 1)
+redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', '$admitted', cur + n, '$rate', ARGV[3], '$at', now,
+           '$sold_out', ARGV[5], '$drawn', 1, '$permits', ARGV[8])
 for i = 1, 5 do redis.call('EXPIRE', KEYS[i], ARGV[6]) end
 return cur + n
-"""
+""").substitute(_FIELDS)
 
 # KEYS: state, line, updates, rooms
 # ARGV: paused (0/1), event id, ttl, maxlen → {admitted, places in the line}
 # The update carries the room's state as it is (absolute values, as every tick):
 # each socket of the room shows the paused flag with its position at once.
-_PAUSE = """
+_PAUSE = Template("""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], 'paused', ARGV[1])
-local st = redis.call('HMGET', KEYS[1], 'admitted', 'rate', 'sold_out', 'drawn', 'on_sale_ms')
+redis.call('HSET', KEYS[1], '$paused', ARGV[1])
+local st = redis.call('HMGET', KEYS[1], '$admitted', '$rate', '$sold_out', '$drawn', '$on_sale_ms')
 local drawn = st[4] or '0'
 if drawn ~= '1' and st[5] and now >= tonumber(st[5]) then drawn = '1' end
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', 'admitted', st[1] or '0', 'rate', st[2] or '0',
-           'at', now, 'sold_out', st[3] or '0', 'drawn', drawn, 'permits', '{}', 'paused', ARGV[1])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', '$admitted', st[1] or '0', '$rate', st[2] or '0',
+           '$at', now, '$sold_out', st[3] or '0', '$drawn', drawn, '$permits', '{}', '$paused', ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[3], ARGV[3])
 if ARGV[1] == '0' then redis.call('SADD', KEYS[4], ARGV[2]) end
 return {tonumber(st[1] or '0'), redis.call('ZCARD', KEYS[2])}
-"""
+""").substitute(_FIELDS)
 
 # KEYS: lock; ARGV: holder, ttl ms → 1 if held by holder now
 _LOCK = """
@@ -189,7 +198,10 @@ class RoomState:
 async def read_state(redis: Redis, event_id: str, now_ms: int) -> RoomState:
     """The room as the admitter sees it (expired permissions pruned first)."""
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.hmget(streams.room_state(event_id), ["admitted", "rate", "carry", "sold_out", "paused"])
+        pipe.hmget(
+            streams.room_state(event_id),
+            [streams.ROOM_ADMITTED, streams.ROOM_RATE, streams.ROOM_CARRY, streams.ROOM_SOLD_OUT, streams.ROOM_PAUSED],
+        )
         pipe.zcard(streams.room_line(event_id))
         pipe.zremrangebyscore(streams.room_outstanding(event_id), "-inf", now_ms)
         pipe.zcard(streams.room_outstanding(event_id))
