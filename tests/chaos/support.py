@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import random
+import subprocess
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +18,15 @@ from pymongo import AsyncMongoClient
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.db import connect_redis
-from ticketry_devstack.procs import Stack
+from ticketry_devstack.procs import Stack, tool
+
+# For tests that SIGKILL renderers: far above one render (ms), far below the
+# tests' patience; a renderer keeps a slow batch alive (handlers.Worker._keep_alive),
+# so only dead ones' work is claimed.
+RENDERER_KILL_ENV = {
+    "TICKETRY_CLAIM_IDLE_MS": "3000",
+    "TICKETRY_CLAIM_INTERVAL_S": "0.5",
+}
 
 
 def redis_of(stack: Stack) -> Redis:
@@ -125,3 +137,87 @@ async def wait_until(pred: Any, timeout_s: float, interval_s: float = 0.25) -> f
         if time.monotonic() - t0 > timeout_s:
             raise TimeoutError(f"condition not met after {timeout_s}s")
         await asyncio.sleep(interval_s)
+
+
+async def consumers_holding_work(redis: Redis) -> dict[str, int]:
+    """Renderer consumers with delivered but unacked requests: name → how many."""
+    holding: dict[str, int] = {}
+    for lane in streams.RENDER_LANES:
+        for c in await redis.xinfo_consumers(lane, streams.RENDERERS_GROUP):
+            if int(c["pending"]) > 0:
+                name = c["name"].decode()
+                holding[name] = holding.get(name, 0) + int(c["pending"])
+    return holding
+
+
+@dataclass
+class Kills:
+    """What ``kill_renderers_holding_work`` did."""
+
+    started: float = field(default_factory=time.monotonic)
+    kills: int = 0
+    # Render requests the killed renderers held (delivered, unacked): each was
+    # claimed by another renderer, or delivered again if it had rendered already.
+    held: int = 0
+    polls_without_a_victim: int = 0
+    last_kill: float = 0.0
+
+
+async def kill_renderers_holding_work(
+    stack: Stack,
+    redis: Redis,
+    *,
+    kills: int,
+    every_s: float,
+    deadline_s: float,
+    rng: random.Random,
+    min_s: float = 0.0,
+    before_each: Callable[[], Awaitable[None]] | None = None,
+) -> Kills:
+    """SIGKILL a renderer holding work, at most one every ``every_s``, and start
+    a fresh one in its place, until ``kills`` were killed (counted, not fitted
+    into a number of seconds: a slow machine takes longer to start the
+    replacements) and at least ``min_s`` passed; ``deadline_s`` only bounds a
+    hang. Never a renderer holding nothing (one still importing would test
+    nothing). ``before_each`` runs before each look for a victim, e.g. to place
+    a successor order so that every kill lands mid-order."""
+    done = Kills()
+    last_kill = done.started - every_s
+
+    def elapsed() -> float:
+        return time.monotonic() - done.started
+
+    while (done.kills < kills or elapsed() < min_s) and elapsed() < deadline_s:
+        await asyncio.sleep(max(last_kill + every_s - time.monotonic(), 0.1))
+        if before_each is not None:
+            await before_each()
+        holding = await consumers_holding_work(redis)
+        victims = [p for p in stack.renderers if p.alive() and p.env["TICKETRY_RENDERER_NAME"] in holding]
+        if not victims:
+            done.polls_without_a_victim += 1
+            continue
+        victim = rng.choice(victims)
+        await asyncio.to_thread(victim.kill)
+        done.kills += 1
+        done.held += holding[victim.env["TICKETRY_RENDERER_NAME"]]
+        last_kill = done.last_kill = time.monotonic()
+        stack.start_renderer()
+    return done
+
+
+def ctl(stack: Stack, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``ticketryctl <args>``: the real console script, as an operator runs it
+    (the timeout only bounds a hang)."""
+    return subprocess.run(
+        [tool("ticketryctl"), *args], env=stack.service_env(env), capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+
+
+async def actl(stack: Stack, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(ctl, stack, *args, env=env)
+
+
+def ok_json(p: subprocess.CompletedProcess[str]) -> Any:
+    assert p.returncode == 0, p.stdout + p.stderr
+    return orjson.loads(p.stdout)

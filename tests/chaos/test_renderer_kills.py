@@ -17,9 +17,11 @@ from ticketry import streams
 from ticketry_devstack.procs import Stack
 
 from tests.chaos.support import (
+    RENDERER_KILL_ENV,
     ProgressWatcher,
     db_of,
     duplicates,
+    kill_renderers_holding_work,
     mongo_of,
     order_events,
     pdfs,
@@ -47,17 +49,11 @@ KILLS = int(os.environ.get("TICKETRY_CHAOS_RENDERER_KILLS", "8"))
 CHAOS_MIN_S = float(os.environ.get("TICKETRY_CHAOS_SECONDS", "0"))
 # Only a bound on a hang: eight kills take ~20 s here.
 CHAOS_DEADLINE_S = 400
-CHAOS_ENV = {
-    # Far above one render (ms), far below the test's patience; the renderer keeps
-    # a slow batch alive (handlers.Worker._keep_alive) so only dead ones are claimed.
-    "TICKETRY_CLAIM_IDLE_MS": "3000",
-    "TICKETRY_CLAIM_INTERVAL_S": "0.5",
-}
 
 
 @pytest.mark.timeout(1200)
 async def test_sigkill_a_renderer_every_second(tmp_path: Path, token: TokenFactory) -> None:
-    stack = await asyncio.to_thread(make_stack, tmp_path, RENDERERS, CHAOS_ENV)
+    stack = await asyncio.to_thread(make_stack, tmp_path, RENDERERS, RENDERER_KILL_ENV)
     redis = redis_of(stack)
     mongo = mongo_of(stack)
     figures: dict[str, Any] = {"tickets": TICKETS, "kill_every_s": KILL_EVERY_S}
@@ -84,33 +80,25 @@ async def test_sigkill_a_renderer_every_second(tmp_path: Path, token: TokenFacto
             t0 = time.monotonic()
             await place()
 
+            async def successor() -> None:
+                if await rendered(orders[-1]) >= TICKETS * 0.9:
+                    await place()
+
             # When a renderer holding work is SIGKILLed (at most one a second) and a
             # fresh one started, until KILLS were killed; an order nearly rendered gets
             # a successor, so every kill lands mid-order however fast this machine renders
             # (never a renderer still importing, which would test nothing)
-            kills = polls_without_a_victim = 0
-            last_kill = t0 - KILL_EVERY_S
-            rng = random.Random(1234)
-            while (kills < KILLS or time.monotonic() - t0 < CHAOS_MIN_S) and (time.monotonic() - t0 < CHAOS_DEADLINE_S):
-                await asyncio.sleep(max(last_kill + KILL_EVERY_S - time.monotonic(), 0.1))
-                if await rendered(orders[-1]) >= TICKETS * 0.9:
-                    await place()
-                live = [p for p in stack.renderers if p.alive()]
-                holding = await _consumers_holding_work(redis)
-                victims = [p for p in live if p.env["TICKETRY_RENDERER_NAME"] in holding]
-                if not victims:
-                    polls_without_a_victim += 1
-                    continue
-                victim = rng.choice(victims)
-                await asyncio.to_thread(victim.kill)
-                kills += 1
-                last_kill = time.monotonic()
-                stack.start_renderer()
+            done = await kill_renderers_holding_work(
+                stack, redis, kills=KILLS, every_s=KILL_EVERY_S, deadline_s=CHAOS_DEADLINE_S,
+                rng=random.Random(1234), min_s=CHAOS_MIN_S, before_each=successor,
+            )  # fmt: skip
+            last_kill = done.last_kill
             figures |= {
-                "kills": kills, "orders": len(orders), "polls_without_a_victim": polls_without_a_victim,
+                "kills": done.kills, "held_by_killed": done.held, "orders": len(orders),
+                "polls_without_a_victim": done.polls_without_a_victim,
                 "chaos_s": round(last_kill - t0, 1),
             }  # fmt: skip
-            assert kills >= KILLS, figures
+            assert done.kills >= KILLS, figures
 
             # Then every order completes, and nothing is pending on either lane
             async def drained() -> bool:
@@ -176,15 +164,6 @@ async def _rendered_exactly_once(
     files = pdfs(stack, order["id"])
     assert sorted(p.stem for p in files) == sorted(order["tickets"])
     assert all(p.read_bytes()[:5] == b"%PDF-" for p in files)
-
-
-async def _consumers_holding_work(redis: Any) -> set[str]:
-    names: set[str] = set()
-    for lane in streams.RENDER_LANES:
-        for c in await redis.xinfo_consumers(lane, streams.RENDERERS_GROUP):
-            if int(c["pending"]) > 0:
-                names.add(c["name"].decode())
-    return names
 
 
 async def _consumers_seen(redis: Any) -> int:

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import orjson
@@ -17,7 +16,7 @@ from ticketry.auth import decode_token
 from ticketry.settings import DEV_JWT_SECRET
 from ticketry_devstack.procs import Stack, tool
 
-from tests.chaos.support import db_of, mongo_of, redis_of, wait_until
+from tests.chaos.support import actl, db_of, mongo_of, ok_json, redis_of, wait_until
 from tests.conftest import TokenFactory, make_stack
 from tests.helpers import bearer, create_event, place_order
 
@@ -40,22 +39,6 @@ def ctl_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 async def capi(ctl_stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=ctl_stack.api_url, timeout=60) as client:
         yield client
-
-
-def ctl(stack: Stack, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [tool("ticketryctl"), *args], env=stack.service_env(env), capture_output=True, text=True, timeout=300,
-        check=False,
-    )  # fmt: skip
-
-
-async def actl(stack: Stack, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(ctl, stack, *args, env=env)
-
-
-def ok_json(p: subprocess.CompletedProcess[str]) -> Any:
-    assert p.returncode == 0, p.stdout + p.stderr
-    return orjson.loads(p.stdout)
 
 
 @pytest.mark.timeout(600)
