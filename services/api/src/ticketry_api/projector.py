@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 from ticketry import streams
 from ticketry.db import claim_idle, ensure_group, entries_of, next_cursor
 from ticketry.documents import OrderState, TicketState
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
+from ticketry.retry import Retrying
 
 from ticketry_api.readmodel import completed_status
 from ticketry_api.store.writer import Writer
@@ -162,6 +162,7 @@ async def run_projector(
     cursor = "0"
     next_trim = time.monotonic() + 5.0
     next_claim = time.monotonic()
+    retry = Retrying("projector", log, stop)
     while not stop.is_set():
         try:
             if time.monotonic() >= next_trim:
@@ -181,16 +182,10 @@ async def run_projector(
             if entries:
                 await fold_and_ack(redis, writer, entries)
             cursor = next_cursor(cursor, entries)
-        except (ConnectionError, TimeoutError) as exc:
-            log.warning("projector: redis unavailable, retrying", extra={"error": str(exc)})
-            await asyncio.sleep(0.5)
-        except ResponseError as exc:
-            if "NOGROUP" in str(exc):
+            retry.ok()
+        except Exception as exc:
+            kind = await retry.failed(exc)
+            if kind == "nogroup":
                 await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
-            else:
-                log.exception("projector: redis error")
-                await asyncio.sleep(0.5)
-        except Exception:
-            log.exception("projector: batch failed, will retry")
-            await asyncio.sleep(1.0)
-            cursor = "0"
+            elif kind == "other":
+                cursor = "0"  # the batch failed: our pending entries again

@@ -17,9 +17,9 @@ from collections import Counter
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError, TimeoutError
 from ticketry import streams
 from ticketry.db import as_text
+from ticketry.retry import Retrying, RetryPolicy
 
 from ticketry_notifier import core, handshake
 from ticketry_notifier.handshake import Close
@@ -86,6 +86,7 @@ class Hub:
 
     async def run(self, stop: asyncio.Event) -> None:
         # Start at the stream's current end; sockets get history from their snapshot/resume.
+        retry = Retrying("hub", log, stop, RetryPolicy(error_s=0.5))
         while not stop.is_set():
             try:
                 if self.last_id == "$":
@@ -93,19 +94,15 @@ class Hub:
                     last = info.get("last-generated-id", b"0-0")
                     self.last_id = as_text(last)
                 resp: Any = await self.redis.xread({streams.TICKET_EVENTS: self.last_id}, count=READ_COUNT, block=1000)
-            except (ConnectionError, TimeoutError) as exc:
-                log.warning("hub: redis unavailable", extra={"error": str(exc)})
-                await asyncio.sleep(0.5)
-                continue
             except Exception as exc:
                 if "no such key" in str(exc).lower():
                     # No stream yet: its first entry will be one to deliver (waiting
                     # for the stream and starting at its end would skip that one).
                     self.last_id = "0-0"
                     continue
-                log.exception("hub: read failed")
-                await asyncio.sleep(0.5)
+                await retry.failed(exc)
                 continue
+            retry.ok()
             for _, entries in resp or []:
                 if entries:
                     self.last_id = as_text(entries[-1][0])

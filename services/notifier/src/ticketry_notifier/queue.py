@@ -39,6 +39,7 @@ from starlette.websockets import WebSocket
 from ticketry import streams
 from ticketry.auth import AuthError
 from ticketry.db import as_text
+from ticketry.retry import Retrying
 
 from ticketry_notifier import handshake
 from ticketry_notifier.handshake import Close
@@ -193,13 +194,14 @@ class RoomWatch:
 
     async def run(self) -> None:
         key = streams.room_updates(self.event_id)
+        retry = Retrying("queue watch", log)
         while self.sockets:
             try:
                 resp: Any = await self.redis.xread({key: self.last_id}, count=100, block=1000)
             except RedisError as exc:
-                log.warning("queue watch: redis unavailable", extra={"error": str(exc)[:200]})
-                await asyncio.sleep(0.5)
+                await retry.failed(exc)
                 continue
+            retry.ok()
             for _, entries in resp or []:
                 if entries:
                     self.last_id = as_text(entries[-1][0])

@@ -26,13 +26,12 @@ from typing import Any
 
 from prometheus_client import Counter
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
 from ticketry.db import Entry, claim_idle, entries_of, next_cursor
 from ticketry.documents import Order
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
+from ticketry.retry import Retrying
 from ticketry.webhook_documents import WebhookEndpoint
 
 from ticketry_api.store.reads import find_each
@@ -146,6 +145,7 @@ async def run_dispatcher(
     await ensure_group(redis)
     cursor = "0"  # our own pending entries first (none for a fresh pid), then new ones
     next_claim = time.monotonic()
+    retry = Retrying("webhooks dispatcher", log, stop)
     while not stop.is_set():
         try:
             if cursor == ">" and time.monotonic() >= next_claim:
@@ -158,16 +158,10 @@ async def run_dispatcher(
             if entries:
                 await dispatch(redis, entries)
             cursor = next_cursor(cursor, entries)
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            log.warning("webhooks: redis unavailable, retrying", extra={"error": str(exc)})
-            await asyncio.sleep(0.5)
-        except ResponseError as exc:
-            if "NOGROUP" in str(exc):
+            retry.ok()
+        except Exception as exc:
+            kind = await retry.failed(exc)
+            if kind == "nogroup":
                 await ensure_group(redis)
-            else:
-                log.exception("webhooks: redis error")
-                await asyncio.sleep(0.5)
-        except Exception:
-            log.exception("webhooks: dispatch failed, will retry")
-            await asyncio.sleep(1.0)
-            cursor = "0"
+            elif kind == "other":
+                cursor = "0"  # the batch failed: our pending entries again

@@ -29,12 +29,10 @@ from typing import Any
 import httpx
 import orjson
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
 from ticketry.db import Entry, as_text, ensure_group, entries_of
 from ticketry.events import DecodeError
+from ticketry.retry import Retrying
 from ticketry.webhook_documents import WebhookEndpoint
 
 from ticketry_api.webhooks import signing
@@ -186,6 +184,7 @@ class Sender:
         await ensure_group(self.redis, streams.WEBHOOK_DELIVERIES, streams.WEBHOOK_SENDERS_GROUP)
         inflight: set[asyncio.Task[None]] = set()
         next_claim = time.monotonic()
+        retry = Retrying("webhooks sender", log, stop)
         while not stop.is_set():
             try:
                 await self.move_due()
@@ -207,18 +206,10 @@ class Sender:
                     task = asyncio.create_task(self._handle_logged(entry_id, fields))
                     inflight.add(task)
                     task.add_done_callback(inflight.discard)
-            except (RedisConnectionError, RedisTimeoutError) as exc:
-                log.warning("webhooks: redis unavailable, retrying", extra={"error": str(exc)})
-                await asyncio.sleep(0.5)
-            except ResponseError as exc:
-                if "NOGROUP" in str(exc):
+                retry.ok()
+            except Exception as exc:
+                if await retry.failed(exc) == "nogroup":
                     await ensure_group(self.redis, streams.WEBHOOK_DELIVERIES, streams.WEBHOOK_SENDERS_GROUP)
-                else:
-                    log.exception("webhooks: redis error")
-                    await asyncio.sleep(0.5)
-            except Exception:
-                log.exception("webhooks: sender loop error, will retry")
-                await asyncio.sleep(1.0)
         if inflight:
             # What does not finish stays pending and is claimed by a live sender.
             _, late = await asyncio.wait(inflight, timeout=min(5.0, self.settings.timeout_s))
