@@ -173,7 +173,7 @@ class OrderState(Document):
     rendered: int
     failed: int
     last_event: str  # the completion's stream id, sortable (streams.sortable_stream_id)
-    completed_at: datetime = Field(default_factory=utcnow)
+    completed_at: datetime  # when the completion happened (its ticket event), not when it was folded
 
     class Settings:
         name = "order_states"

@@ -75,6 +75,7 @@ class Fold:
                 self.outcomes[ev.order_id] = OrderState.model_construct(
                     id=ev.order_id, status=completed_status(ev.rendered, ev.failed),
                     total=ev.total, rendered=ev.rendered, failed=ev.failed, last_event=key,
+                    completed_at=ev.occurred_at,
                 ).model_dump(by_alias=True)  # fmt: skip
 
 

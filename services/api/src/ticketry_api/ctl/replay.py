@@ -44,7 +44,7 @@ from ticketry_api.store.writer import Writer
 
 BATCH = 2000
 TICKET_FIELDS = ("order_id", "status", "reason", "at")
-ORDER_FIELDS = ("status", "total", "rendered", "failed", "last_event")
+ORDER_FIELDS = ("status", "total", "rendered", "failed", "last_event", "completed_at")
 
 HELP = f"""Rebuild the read models (ticket_states, order_states) from the ticket-event
 stream into a fresh database on the same server, compare them with the live
