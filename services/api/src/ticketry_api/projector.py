@@ -158,14 +158,17 @@ async def run_projector(
     claim_idle_ms: int = CLAIM_IDLE_MS,
 ) -> None:
     """Consume ticket events until ``stop``; never dies on a bad entry or a Redis restart."""
-    await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
     # First our own pending entries (a previous life of this consumer), then new ones.
     cursor = "0"
+    regroup = True  # (again) make the group, inside the loop: Redis may be down at start
     next_trim = time.monotonic() + 5.0
     next_claim = time.monotonic()
     retry = Retrying("projector", log, stop)
     while not stop.is_set():
         try:
+            if regroup:
+                await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
+                regroup = False
             if time.monotonic() >= next_trim:
                 next_trim = time.monotonic() + TRIM_INTERVAL_S
                 try:
@@ -186,7 +189,6 @@ async def run_projector(
             retry.ok()
         except Exception as exc:
             kind = await retry.failed(exc)
-            if kind == "nogroup":
-                await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
-            elif kind == "other":
+            regroup = kind == "nogroup"
+            if kind == "other":
                 cursor = "0"  # the batch failed: our pending entries again

@@ -142,12 +142,15 @@ async def run_dispatcher(
     redis: Redis, consumer: str, stop: asyncio.Event, *, claim_idle_ms: int = CLAIM_IDLE_MS
 ) -> None:
     """Dispatch until ``stop``; never dies on a bad entry or a Redis restart."""
-    await ensure_group(redis)
     cursor = "0"  # our own pending entries first (none for a fresh pid), then new ones
+    regroup = True  # (again) make the group, inside the loop: Redis may be down at start
     next_claim = time.monotonic()
     retry = Retrying("webhooks dispatcher", log, stop)
     while not stop.is_set():
         try:
+            if regroup:
+                await ensure_group(redis)
+                regroup = False
             if cursor == ">" and time.monotonic() >= next_claim:
                 more = await claim_abandoned(redis, consumer, claim_idle_ms)
                 next_claim = time.monotonic() + (0 if more else CLAIM_INTERVAL_S)
@@ -161,7 +164,6 @@ async def run_dispatcher(
             retry.ok()
         except Exception as exc:
             kind = await retry.failed(exc)
-            if kind == "nogroup":
-                await ensure_group(redis)
-            elif kind == "other":
+            regroup = kind == "nogroup"
+            if kind == "other":
                 cursor = "0"  # the batch failed: our pending entries again

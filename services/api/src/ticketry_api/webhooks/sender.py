@@ -181,12 +181,15 @@ class Sender:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop``; attempts in flight then get a short grace."""
-        await ensure_group(self.redis, streams.WEBHOOK_DELIVERIES, streams.WEBHOOK_SENDERS_GROUP)
         inflight: set[asyncio.Task[None]] = set()
+        regroup = True  # (again) make the group, inside the loop: Redis may be down at start
         next_claim = time.monotonic()
         retry = Retrying("webhooks sender", log, stop)
         while not stop.is_set():
             try:
+                if regroup:
+                    await ensure_group(self.redis, streams.WEBHOOK_DELIVERIES, streams.WEBHOOK_SENDERS_GROUP)
+                    regroup = False
                 await self.move_due()
                 free = self.settings.concurrency - len(inflight)
                 if free <= 0:
@@ -208,8 +211,7 @@ class Sender:
                     task.add_done_callback(inflight.discard)
                 retry.ok()
             except Exception as exc:
-                if await retry.failed(exc) == "nogroup":
-                    await ensure_group(self.redis, streams.WEBHOOK_DELIVERIES, streams.WEBHOOK_SENDERS_GROUP)
+                regroup = await retry.failed(exc) == "nogroup"
         if inflight:
             # What does not finish stays pending and is claimed by a live sender.
             _, late = await asyncio.wait(inflight, timeout=min(5.0, self.settings.timeout_s))
