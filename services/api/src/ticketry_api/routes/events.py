@@ -16,7 +16,7 @@ from ticketry_api import pages
 from ticketry_api.deps import AnyUser, State, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.orders import minor_to_decimal, request_designs
-from ticketry_api.routes.orders import order_summary, summary_of
+from ticketry_api.orders_read import order_summary, summary_of
 from ticketry_api.schemas import (
     CheckinListIn,
     CheckinListOut,

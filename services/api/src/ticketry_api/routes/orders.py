@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
 from ticketry.auth import Principal
-from ticketry.documents import ORDER_SUMMARY, Event, Order, is_placed
-from ticketry.ids import is_valid_id, ticket_id
+from ticketry.documents import ORDER_SUMMARY, Order
 from ticketry.tracing import tracer
 
 from ticketry_api import cancel, pages
 from ticketry_api.deps import State, rate_limited, require
-from ticketry_api.errors import Problem, problems
+from ticketry_api.errors import problems
 from ticketry_api.orders import place_order, unit_price_of
+from ticketry_api.orders_read import order_summary, progress_url, summary_of, tickets_of, visible_order
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses
 from ticketry_api.schemas import (
     CancelOut,
@@ -24,7 +24,6 @@ from ticketry_api.schemas import (
     Page,
     TicketRef,
 )
-from ticketry_api.store import Store
 from ticketry_api.waitingroom.core import permission_key
 from ticketry_api.waitingroom.gate import OrderGate
 from ticketry_api.web.links import status_page_url
@@ -37,10 +36,6 @@ Limit = Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)]
 Cursor = Annotated[str | None, Query(max_length=200)]
 # ``GET /v1/orders/{id}`` lists this many tickets at most; the rest page by page.
 ORDER_TICKETS_INLINE = 64  # point reads (store.reads.POINT_READS_UP_TO)
-
-
-def progress_url(state_url: str, order_id: str) -> str:
-    return f"{state_url.rstrip('/')}/v1/orders/{order_id}/progress"
 
 
 @router.post(
@@ -90,21 +85,6 @@ async def create_order(
     )
 
 
-def summary_of(doc: dict[str, Any]) -> Order:
-    """An order read with ``ORDER_SUMMARY`` (without its per-ticket lists)."""
-    order: Order = Order.model_validate({**doc, "ticket_ids": []})
-    return order
-
-
-def order_summary(order: Order, event: Event) -> OrderSummary:
-    status = order.status if order.status == "cancelled" else "processing"
-    return OrderSummary(
-        id=order.id, event_id=order.event_id, tier=order.tier, quantity=order.quantity,
-        unit_price=str(unit_price_of(order, event)), currency=event.currency, status=status,
-        created_at=order.created_at,
-    )  # fmt: skip
-
-
 @router.get("", response_model=Page[OrderSummary], responses=problems(401, 403, 422, 429))
 async def list_orders(
     who: Reader,
@@ -125,22 +105,6 @@ async def list_orders(
         if (event := await state.db.event(order.event_id)) is not None:
             items.append(order_summary(order, event))
     return Page(items=items, next=nxt)
-
-
-async def visible_order(order_id: str, who: Principal, store: Store) -> tuple[Order, Event]:
-    """The order if ``who`` may see it: its buyer, its event's organiser, an
-    admin; 404 otherwise (existence does not leak)."""
-    # Without its lists of ticket ids and holders (10,000 each in a big order):
-    # a ticket's id is its order's and its place (``ids.ticket_id``).
-    col = Order.get_pymongo_collection()
-    doc = await col.find_one({"_id": order_id}, ORDER_SUMMARY) if is_valid_id(order_id, "or") else None
-    order = summary_of(doc) if doc is not None else None
-    event = await store.event(order.event_id) if order is not None else None
-    if order is None or event is None or not is_placed(order.status):
-        raise Problem(404, "order not found")
-    if not (who.owns(order.owner_id) or (who.role == "organizer" and event.organizer_id == who.sub)):
-        raise Problem(404, "order not found")
-    return order, event
 
 
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422, 429))
@@ -180,11 +144,6 @@ async def order_tickets(
         items=[TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf") for t in ids],
         next=pages.encode(str(end)) if end < order.quantity else None,
     )
-
-
-def tickets_of(order: Order, start: int, limit: int) -> list[str]:
-    """The ids of up to ``limit`` tickets of ``order`` from place ``start``."""
-    return [ticket_id(order.id, n) for n in range(start, min(start + limit, order.quantity))]
 
 
 @router.post("/{order_id}/cancel", response_model=CancelOut, responses=problems(401, 404, 409, 422, 429, 503))

@@ -27,18 +27,10 @@ from ticketry.ids import is_valid_id, order_of_ticket, ticket_id
 
 from ticketry_api.deps import State
 from ticketry_api.errors import Problem
+from ticketry_api.order_links import LINK_COOKIE, bearer_scheme, bearer_token, link_reader, page_reader
+from ticketry_api.orders_read import order_of_buyer, progress_url
+from ticketry_api.pdf_answers import joined_pdf, pdf_answer
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_of
-from ticketry_api.routes.downloads import (
-    LINK_COOKIE,
-    bearer_scheme,
-    bearer_token,
-    joined_pdf,
-    link_reader,
-    order_of_buyer,
-    page_reader,
-)
-from ticketry_api.routes.orders import progress_url
-from ticketry_api.routes.tickets import pdf_answer
 from ticketry_api.web.assets import SCAN_PAGE_CSP, Asset, load_assets, order_page_csp
 from ticketry_api.web.links import link_settings
 from ticketry_api.web.pdfs import PART_SIZE

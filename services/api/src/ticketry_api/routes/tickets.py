@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 from ticketry.auth import Principal
 
-from ticketry_api.deps import AppState, State, rate_limited
+from ticketry_api.deps import State, rate_limited
 from ticketry_api.errors import Problem, problems
+from ticketry_api.pdf_answers import pdf_answer
 from ticketry_api.readmodel import TicketOf, ticket_of, ticket_status
 from ticketry_api.schemas import TicketOut
 from ticketry_api.store import Store
@@ -48,28 +49,6 @@ PDF_RESPONSES: dict[int | str, dict[str, object]] = {
     307: {"description": "the PDF is at the presigned URL in `Location` (S3 storage)"},
     **problems(401, 404, 409, 410, 422, 429),
 }
-
-
-async def pdf_answer(state: AppState, t: TicketOf) -> Response:
-    """The PDF of ``t``, whose caller was checked: served, or a redirect to a
-    presigned URL of the object store."""
-    status = await ticket_status(t)
-    if status == "cancelled":
-        raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
-    store = state.pdf_store()
-    if status in ("queued", "failed") or not await store.exists(t.order_id, t.id):
-        raise Problem(409, "not rendered", "the ticket's PDF is not ready")
-    no_store = {"Cache-Control": "private, no-store"}
-    url = await store.download_url(t.order_id, t.id)
-    if url is not None:
-        return RedirectResponse(url, status_code=307, headers=no_store)
-    pdf = await store.read(t.order_id, t.id)
-    if pdf is None:  # deleted since (its order was just cancelled)
-        raise Problem(409, "not rendered", "the ticket's PDF is not ready")
-    return Response(
-        pdf, media_type="application/pdf",
-        headers={"Content-Disposition": f'attachment; filename="{t.id}.pdf"', **no_store},
-    )  # fmt: skip
 
 
 @router.get("/{ticket_id}/pdf", response_class=Response, responses=PDF_RESPONSES)

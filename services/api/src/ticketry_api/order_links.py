@@ -1,0 +1,68 @@
+"""Who reads an order with its order link (``web.links``): the dependencies of
+the buyer's page routes (the link in the Authorization header or in the page's
+cookie) and of the "download all" route (a bearer token of the buyer, or the
+link). Each reader is counted against the ``reads`` rate limit."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from ticketry.auth import AuthError, Principal, verify_order_link
+
+from ticketry_api import ratelimit
+from ticketry_api.deps import AppState, app_state
+from ticketry_api.errors import Problem
+
+# The cookie the buyer's page sets (``POST /o/{id}/session``), path-scoped to the order's page.
+LINK_COOKIE = "ticketry_order"
+bearer_scheme = HTTPBearer(auto_error=False)
+_UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
+
+
+def bearer_token(creds: HTTPAuthorizationCredentials | None) -> str | None:
+    return creds.credentials if creds is not None and creds.scheme.lower() == "bearer" else None
+
+
+async def _counted(state: AppState, who: Principal) -> Principal:
+    await ratelimit.enforce(state.redis, "reads", who.sub, state.rates.limit("reads"), state.rates.rate_window_s)
+    return who
+
+
+def link_reader(state: AppState, token: str | None, order_id: str) -> Principal:
+    """The buyer an order link to ``order_id`` speaks for; 401 for anything else."""
+    if not token:
+        raise Problem(401, "unauthorized", "an order link is required", _UNAUTHORIZED)
+    try:
+        who = verify_order_link(
+            token, order_id, secret=state.settings.jwt_key, leeway_s=state.token_verifier().leeway_s
+        )
+    except AuthError:
+        raise Problem(401, "unauthorized", "invalid or expired link", _UNAUTHORIZED) from None
+    assert who.may_use_order(order_id)
+    return who
+
+
+async def page_reader(
+    order_id: str, request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+) -> Principal:
+    """Dependency of the buyer's page routes: the order link in the Authorization
+    header or in the page's cookie (what a plain ``<a href>`` download sends)."""
+    state = app_state(request)
+    return await _counted(state, link_reader(state, bearer_token(creds) or request.cookies.get(LINK_COOKIE), order_id))
+
+
+async def owner_or_link(
+    order_id: str, request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+) -> Principal:
+    """A bearer token of the order's buyer (or an admin), or the order's link."""
+    state = app_state(request)
+    token = bearer_token(creds)
+    if token is None:
+        raise Problem(401, "unauthorized", "a bearer token is required", _UNAUTHORIZED)
+    try:
+        who = state.token_verifier().verify(token)
+    except AuthError:
+        who = link_reader(state, token, order_id)
+    return await _counted(state, who)

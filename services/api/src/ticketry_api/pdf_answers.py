@@ -1,0 +1,63 @@
+"""What a request for PDFs answers, once its caller was checked: one ticket's
+PDF (served from local storage, or a redirect to a presigned URL of the object
+store) and an order's rendered tickets joined into one PDF, a part at a time
+("download all"). 409 before anything is rendered, 410 once the order is
+cancelled. Shared by the REST routes and the buyer's page."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi.responses import RedirectResponse, Response
+from ticketry.documents import Order
+
+from ticketry_api.deps import AppState
+from ticketry_api.errors import Problem
+from ticketry_api.orders_read import tickets_of
+from ticketry_api.readmodel import TicketOf, order_outcome, order_ticket_statuses, ticket_status
+from ticketry_api.web.pdfs import PART_SIZE, join_pdfs
+
+
+async def pdf_answer(state: AppState, t: TicketOf) -> Response:
+    """The PDF of ``t``, whose caller was checked: served, or a redirect to a
+    presigned URL of the object store."""
+    status = await ticket_status(t)
+    if status == "cancelled":
+        raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
+    store = state.pdf_store()
+    if status in ("queued", "failed") or not await store.exists(t.order_id, t.id):
+        raise Problem(409, "not rendered", "the ticket's PDF is not ready")
+    no_store = {"Cache-Control": "private, no-store"}
+    url = await store.download_url(t.order_id, t.id)
+    if url is not None:
+        return RedirectResponse(url, status_code=307, headers=no_store)
+    pdf = await store.read(t.order_id, t.id)
+    if pdf is None:  # deleted since (its order was just cancelled)
+        raise Problem(409, "not rendered", "the ticket's PDF is not ready")
+    return Response(
+        pdf, media_type="application/pdf",
+        headers={"Content-Disposition": f'attachment; filename="{t.id}.pdf"', **no_store},
+    )  # fmt: skip
+
+
+async def joined_pdf(state: AppState, order: Order, part: int) -> Response:
+    """The rendered tickets of ``order``'s ``part`` (``PART_SIZE`` tickets each) as one PDF."""
+    if part * PART_SIZE >= order.quantity:
+        raise Problem(404, "no such part", f"this order has {-(-order.quantity // PART_SIZE)} part(s)")
+    status, _, _ = await order_outcome(state.redis, order)
+    if status == "cancelled":
+        raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
+    ids = tickets_of(order, part * PART_SIZE, PART_SIZE)
+    statuses = await order_ticket_statuses(order, ids, all_rendered=status == "completed")
+    rendered = [t for t in ids if statuses.get(t) in ("rendered", "checked_in")]
+    if not rendered:
+        raise Problem(409, "not rendered", "none of these tickets is rendered yet")
+    store = state.pdf_store()
+    # A PDF that went missing meanwhile (its order was just cancelled) is left out.
+    pdfs = await asyncio.gather(*(store.read(order.id, t) for t in rendered))
+    body = await asyncio.to_thread(join_pdfs, [p for p in pdfs if p is not None])
+    name = f"{order.id}.pdf" if order.quantity <= PART_SIZE else f"{order.id}-part{part + 1}.pdf"
+    return Response(
+        body, media_type="application/pdf",
+        headers={"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "private, no-store"},
+    )  # fmt: skip
