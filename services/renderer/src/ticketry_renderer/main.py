@@ -25,8 +25,23 @@ from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.handlers import Worker, default_consumer
 
 log = logging.getLogger(__name__)
-# The metrics server outlives an app rebuilt after a Redis outage (see ``run``).
-_metrics_started: list[bool] = []
+
+
+class MetricsServer:
+    """This process's ``/metrics`` port, started by the first app that starts
+    (Kubernetes probes it: up means started); it outlives an app rebuilt after a
+    Redis outage (see ``run``), so a later app does not start it again."""
+
+    def __init__(self, settings: RendererSettings) -> None:
+        self.settings, self.started = settings, False
+
+    def start_once(self) -> None:
+        # Under the scaler our values go to its directory and it serves them
+        # (forked renderers would all want one port); alone, a port of our own.
+        if self.started or not self.settings.metrics_port or metrics.multiprocess():
+            return
+        start_http_server(self.settings.metrics_port, addr=self.settings.metrics_host)
+        self.started = True
 
 
 async def _entries(msg: StreamMessage[Any]) -> list[Entry]:
@@ -82,7 +97,8 @@ async def finish_own_work(worker: Worker, settings: RendererSettings, *tasks: as
     log.info("renderer drained", extra={"consumer": worker.consumer, "finished_at_exit": left})
 
 
-def create_app(settings: RendererSettings, consumer: str) -> _App:
+def create_app(settings: RendererSettings, consumer: str, metrics_server: MetricsServer | None = None) -> _App:
+    metrics_server = metrics_server or MetricsServer(settings)
     # FastStream logs "Received"/"Processed" per batch at ``log_level``: DEBUG
     # keeps them below the root's INFO (WARNING would print two lines a batch).
     # Our logger, not the one FastStream builds: that one prints coloured text
@@ -137,11 +153,7 @@ def create_app(settings: RendererSettings, consumer: str) -> _App:
             settings.storage_dir.mkdir(parents=True, exist_ok=True)
         await ensure_groups(redis)
         await designs.ensure_group(redis)
-        # Under the scaler our values go to its directory and it serves them
-        # (forked renderers would all want one port); alone, a port of our own.
-        if settings.metrics_port and not metrics.multiprocess() and not _metrics_started:
-            start_http_server(settings.metrics_port, addr=settings.metrics_host)
-            _metrics_started.append(True)
+        metrics_server.start_once()
         tasks.append(asyncio.create_task(worker.claim_loop(stop)))
         tasks.append(asyncio.create_task(worker.heartbeat_loop(stop)))
         freeze_startup_heap()
@@ -187,8 +199,9 @@ def run() -> None:
     consumer = settings.renderer_name or default_consumer()
     import uvloop
 
+    metrics_server = MetricsServer(settings)
     while True:
-        app = create_app(settings, consumer)
+        app = create_app(settings, consumer, metrics_server)
         try:
             uvloop.run(app.run())
             return
