@@ -114,29 +114,55 @@ async def place_order(
     if body.quantity > max_quantity:
         raise Problem(422, "quantity too large", f"at most {max_quantity} tickets per order")
     digest = request_hash(body)
-    idem = streams.idempotency_scope(principal.sub, idempotency_key) if idempotency_key else None
-    if idempotency_key:
-        # Redis maps a key to its order once enqueued (by _id: no scan of the
-        # orders on FerretDB). A miss is not proof, the unique ``idem`` index is:
-        # a repeat the map does not know yet loses at the insert (``record``).
-        known = await redis.get(streams.idempotency(principal.sub, idempotency_key))
-        if known is not None and (existing := await Order.get(as_text(known))) is not None:
-            return await _replay(redis, existing, digest, principal)
+    if idempotency_key and (known := await _known_repeat(redis, principal, idempotency_key)) is not None:
+        return await _replay(redis, known, digest, principal)
+    event, tier = await _sellable(store, body, gate)
+    order = _new_order(principal, body, event, tier, keyring.active_kid, idempotency_key, digest)
+    await _admit(redis, principal, order, tier, rates)
+    # The order follows the ledger entry in the same round (step 3).
+    taken = await store.ledger.reserve(event, order.id, tier.id, body.quantity, then=order_steps(order))
+    if taken is None:
+        await _give_back(redis, order, tier)
+        if idempotency_key and (winner := await Order.find_one({"idem": order.idem})) is not None:
+            return await _replay(redis, winner, digest, principal)
+        raise Problem(409, "sold out", f"the event or its tier {tier.id!r} has fewer tickets left than requested")
+    first_dup, _ = await taken.written()
+    return await record(redis, keyring, store, event, order, order_written=first_dup != 0)
 
+
+async def _known_repeat(redis: Redis, principal: Principal, idempotency_key: str) -> Order | None:
+    """The order this buyer's Idempotency-Key already made, as far as Redis
+    knows: it maps a key to its order once enqueued (by _id: no scan of the
+    orders on FerretDB). A miss is not proof, the unique ``idem`` index is: a
+    repeat the map does not know yet loses at the insert (``record``)."""
+    known = await redis.get(streams.idempotency(principal.sub, idempotency_key))
+    return await Order.get(as_text(known)) if known is not None else None
+
+
+async def _sellable(store: Store, body: OrderIn, gate: Callable[[Event], Awaitable[None]] | None) -> tuple[Event, Tier]:
+    """The event and tier ``body`` asks for, once its on-sale's rules let it
+    through: 404 for no such event, 422 for no such tier or a name the ticket
+    cannot print."""
     if not is_valid_id(body.event_id, "ev"):
         raise Problem(404, "event not found")
     event = await store.event(body.event_id)
     if event is None:
         raise Problem(404, "event not found")
-    if gate is not None:  # the on-sale's rules (waitingroom.gate); not for a replay above
+    if gate is not None:  # the on-sale's rules (waitingroom.gate); not for a replay
         await gate(event)
     tier = event.tier(body.tier)
     if tier is None:
         raise Problem(422, "unknown tier", f"this event sells the tiers {', '.join(t.id for t in event.tier_list())}")
     check_names({body.holder_name, *(body.holders or ())})
+    return event, tier
 
+
+def _new_order(
+    principal: Principal, body: OrderIn, event: Event, tier: Tier, key_id: str, idempotency_key: str | None, digest: str
+) -> Order:
+    """The order ``body`` asks for, under a new id (not recorded yet)."""
     order_id = new_id("or")
-    order = Order(
+    return Order(
         id=order_id,
         owner_id=principal.sub,
         event_id=event.id,
@@ -146,21 +172,11 @@ async def place_order(
         holders=body.holders,
         unit_price_minor=tier.price_minor,
         ticket_ids=ticket_ids(order_id, body.quantity),
-        key_id=keyring.active_kid,
+        key_id=key_id,
         idempotency_key=idempotency_key,
-        idem=idem or f"auto:{order_id}",
+        idem=streams.idempotency_scope(principal.sub, idempotency_key) if idempotency_key else f"auto:{order_id}",
         request_hash=digest,
     )
-    await _admit(redis, principal, order, tier, rates)
-    # The order follows the ledger entry in the same round (step 3).
-    taken = await store.ledger.reserve(event, order_id, tier.id, body.quantity, then=order_steps(order))
-    if taken is None:
-        await _give_back(redis, order, tier)
-        if idem is not None and (winner := await Order.find_one({"idem": idem})) is not None:
-            return await _replay(redis, winner, digest, principal)
-        raise Problem(409, "sold out", f"the event or its tier {tier.id!r} has fewer tickets left than requested")
-    first_dup, _ = await taken.written()
-    return await record(redis, keyring, store, event, order, order_written=first_dup != 0)
 
 
 def check_names(names: set[str]) -> None:
