@@ -301,9 +301,7 @@ async def _queue_progress(ws: WebSocket) -> None:
         await _close(ws, handshake.UNAUTHORIZED)
         return
     queue_id = ws.path_params["queue_id"]
-    place = await rooms.redis.hgetall(streams.queue_place(queue_id)) if _QUEUE_ID.fullmatch(queue_id) else {}
-    event_id = as_text(place.get(streams.QUEUE_EVENT.encode(), b""))
-    buyer = as_text(place.get(streams.QUEUE_BUYER.encode(), b""))
+    event_id, buyer = await _place_of(rooms.redis, queue_id)
     if not event_id or buyer != who.sub:
         await _close(ws, Close(4404, "queue place not found", "not_found"))
         return
@@ -315,45 +313,63 @@ async def _queue_progress(ws: WebSocket) -> None:
     rooms.subscribe(sock)
     timer = expiry_timer(creds.token, app.verifier.leeway_s, sock.expire)
     try:
-        async with rooms.redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(
-                streams.room_state(event_id),
-                [
-                    streams.ROOM_ADMITTED, streams.ROOM_RATE, streams.ROOM_AT, streams.ROOM_SOLD_OUT,
-                    streams.ROOM_DRAWN, streams.ROOM_ON_SALE_MS, streams.ROOM_PAUSED,
-                ],
-            )  # fmt: skip
-            pipe.zrank(streams.room_line(event_id), buyer)
-            pipe.hget(streams.room_permits(event_id), buyer)
-            pipe.time()
-            st, rank, permit, now = await pipe.execute()
-        admitted, rate, at, sold_out, drawn, on_sale_ms, paused = (as_text(v) if v is not None else "" for v in st)
-        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
-        u = Update(
-            admitted=int(admitted or 0), rate=float(rate or 0), at=int(at or now_ms), sold_out=sold_out == "1",
-            # Drawn from on_sale_at by Redis's clock, as the join says, before any
-            # admission tick did (none comes while the room is paused).
-            drawn=drawn == "1" or (on_sale_ms != "" and now_ms >= int(on_sale_ms)), permits={}, paused=paused == "1",
-        )  # fmt: skip
-        if u.drawn:
-            sock.rank = None if rank is None else int(rank)
-        sock.apply(u, _permit(permit), until_on_sale_s=(int(on_sale_ms or 0) - now_ms) / 1000)
-        while True:
-            receive = asyncio.ensure_future(ws.receive())
-            closed = asyncio.ensure_future(sock.closed.wait())
-            done, _ = await asyncio.wait({receive, closed}, return_when=asyncio.FIRST_COMPLETED)
-            if closed in done:
-                receive.cancel()
-                return
-            closed.cancel()
-            if receive.result()["type"] == "websocket.disconnect":
-                return
+        await _send_first(rooms.redis, sock)
+        await _until_closed(ws, sock)
     finally:
         if timer is not None:
             timer.cancel()
         sock.stop()
         rooms.unsubscribe(sock)
         app.hub.release(who.sub)
+
+
+async def _place_of(redis: Redis, queue_id: str) -> tuple[str, str]:
+    """``(event id, buyer)`` of a place in line; empty for an id that is none."""
+    place = await redis.hgetall(streams.queue_place(queue_id)) if _QUEUE_ID.fullmatch(queue_id) else {}
+    return as_text(place.get(streams.QUEUE_EVENT.encode(), b"")), as_text(place.get(streams.QUEUE_BUYER.encode(), b""))
+
+
+async def _send_first(redis: Redis, sock: QueueSocket) -> None:
+    """The socket's first message: its room's state, its rank once drawn and
+    its permission, read in one pipeline with Redis's clock."""
+    event_id, buyer = sock.event_id, sock.buyer
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.hmget(
+            streams.room_state(event_id),
+            [
+                streams.ROOM_ADMITTED, streams.ROOM_RATE, streams.ROOM_AT, streams.ROOM_SOLD_OUT,
+                streams.ROOM_DRAWN, streams.ROOM_ON_SALE_MS, streams.ROOM_PAUSED,
+            ],
+        )  # fmt: skip
+        pipe.zrank(streams.room_line(event_id), buyer)
+        pipe.hget(streams.room_permits(event_id), buyer)
+        pipe.time()
+        st, rank, permit, now = await pipe.execute()
+    admitted, rate, at, sold_out, drawn, on_sale_ms, paused = (as_text(v) if v is not None else "" for v in st)
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    u = Update(
+        admitted=int(admitted or 0), rate=float(rate or 0), at=int(at or now_ms), sold_out=sold_out == "1",
+        # Drawn from on_sale_at by Redis's clock, as the join says, before any
+        # admission tick did (none comes while the room is paused).
+        drawn=drawn == "1" or (on_sale_ms != "" and now_ms >= int(on_sale_ms)), permits={}, paused=paused == "1",
+    )  # fmt: skip
+    if u.drawn:
+        sock.rank = None if rank is None else int(rank)
+    sock.apply(u, _permit(permit), until_on_sale_s=(int(on_sale_ms or 0) - now_ms) / 1000)
+
+
+async def _until_closed(ws: WebSocket, sock: QueueSocket) -> None:
+    """Wait until the socket is closed by us (admitted, sold out, expired) or the client goes."""
+    while True:
+        receive = asyncio.ensure_future(ws.receive())
+        closed = asyncio.ensure_future(sock.closed.wait())
+        done, _ = await asyncio.wait({receive, closed}, return_when=asyncio.FIRST_COMPLETED)
+        if closed in done:
+            receive.cancel()
+            return
+        closed.cancel()
+        if receive.result()["type"] == "websocket.disconnect":
+            return
 
 
 async def _close(ws: WebSocket, close: Close) -> None:
