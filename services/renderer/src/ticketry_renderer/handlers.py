@@ -54,6 +54,8 @@ from ticketry_renderer.render import Design, render_ticket
 
 log = logging.getLogger(__name__)
 _TRACER = tracer(__name__)
+# A ticket rendered in a batch, not stored yet: its entry id, request, span and PDF.
+_Made = tuple[str, RenderRequest, trace.Span, bytes]
 
 
 class RenderTimeout(Exception):
@@ -136,15 +138,10 @@ class Worker:
 
     async def _process(self, lane: str, entries: Sequence[Entry], deliveries: dict[str, int] | None) -> None:
         t0 = time.perf_counter()
-        decoded: list[tuple[str, RenderRequest]] = []
         # MULTI/EXEC: a dead letter, its ticket.failed and the ack land together or not at all.
+        # Every step below queues its outcomes on this one pipeline; it runs once, at the end.
         async with self.redis.pipeline(transaction=True) as pipe:
-            for raw_id, fields in entries:
-                entry_id = as_text(raw_id)
-                try:
-                    decoded.append((entry_id, decode_render_request(fields)))
-                except DecodeError as exc:
-                    self._park(pipe, lane, entry_id, fields, "undecodable", str(exc))
+            decoded = self._decode(pipe, lane, entries)
             done = await self._already_done(decoded)
             # A cancelled order's tickets are never rendered: acked, counted, no PDF.
             cancelled = await cancelled_orders(self.redis, list({req.order_id for _, req in decoded}))
@@ -155,56 +152,89 @@ class Worker:
             if todo:
                 await designs.prepare(self.redis, self.design, todo, self.consumer)
             stored = await self._stored(todo)
-            touched = time.monotonic()
-            # Rendered here, stored below all at once: (entry id, request, its span, the PDF).
-            made: list[tuple[str, RenderRequest, trace.Span, bytes]] = []
-            for i, (entry_id, req) in enumerate(decoded):
-                if req.order_id in cancelled:
-                    pipe.xack(lane, streams.RENDERERS_GROUP, entry_id)
-                    self.retry_due.pop((lane, entry_id), None)
-                    self.errors.pop(entry_id, None)
-                    metrics.SKIPPED.inc()
-                    continue
-                try:
-                    pdf_key(req.order_id, req.ticket_id)
-                except ValueError as exc:  # ids we never issue: no ticket to fail
-                    self._park(pipe, lane, entry_id, req.to_fields(), "invalid_ids", f"invalid ids: {exc}")
-                    continue
-                # One span per ticket, continuing the api's (the request's traceparent);
-                # it ends once the ticket's outcome is queued.
-                span = _TRACER.start_span(
-                    "ticket.render", context=context_from(req.traceparent),
-                    attributes={"ticket.id": req.ticket_id, "order.id": req.order_id, "lane": lane},
-                )  # fmt: skip
-                with trace.use_span(span, end_on_exit=False):
-                    if req.ticket_id in done.get(req.order_id, ()) or req.ticket_id in stored:
-                        self._final(pipe, lane, entry_id, req, "rendered")
-                        span.end()
-                        continue
-                    touched = await self._keep_alive(lane, [e for e, _ in decoded[i:]], touched)
-                    try:
-                        with time_limit(self.settings.render_timeout_s), metrics.render_timer(lane):
-                            pdf = render_ticket(req, self.design)
-                    except Exception as exc:
-                        await self._failed(pipe, lane, entry_id, req, exc, deliveries)
-                        span.end()
-                        continue
-                made.append((entry_id, req, span, pdf))
-            # Every PDF of the batch is stored (durable) before any of it is announced.
-            outcomes = (
-                await self.store.put_all([(r.order_id, r.ticket_id, pdf) for _, r, _, pdf in made]) if made else []
-            )
-            for (entry_id, req, span, _), error in zip(made, outcomes, strict=True):
-                with trace.use_span(span, end_on_exit=True):
-                    if error is not None:
-                        await self._failed(pipe, lane, entry_id, req, error, deliveries)
-                        continue
-                    self.rendered += 1
-                    metrics.RENDERED.inc()
-                    self._final(pipe, lane, entry_id, req, "rendered")
+            made = await self._render(pipe, lane, decoded, cancelled, done, stored, deliveries)
+            await self._store_and_announce(pipe, lane, made, deliveries)
             metrics.count_final(lane, list(pipe.command_stack), await pipe.execute())
         if entries:
             metrics.BATCH_SECONDS.observe(time.perf_counter() - t0)
+
+    def _decode(self, pipe: Pipeline, lane: str, entries: Sequence[Entry]) -> list[tuple[str, RenderRequest]]:
+        """The batch's render requests by entry id; one that cannot be decoded
+        is dead-lettered (queued on ``pipe``)."""
+        decoded: list[tuple[str, RenderRequest]] = []
+        for raw_id, fields in entries:
+            entry_id = as_text(raw_id)
+            try:
+                decoded.append((entry_id, decode_render_request(fields)))
+            except DecodeError as exc:
+                self._park(pipe, lane, entry_id, fields, "undecodable", str(exc))
+        return decoded
+
+    async def _render(
+        self,
+        pipe: Pipeline,
+        lane: str,
+        decoded: list[tuple[str, RenderRequest]],
+        cancelled: set[str],
+        done: dict[str, set[str]],
+        stored: set[str],
+        deliveries: dict[str, int] | None,
+    ) -> list[_Made]:
+        """Render each request that needs it; what needs no PDF (a cancelled
+        order's ticket, invalid ids, one done or stored already, a failed
+        render) has its outcome queued on ``pipe``. The PDFs made are returned,
+        not stored: the caller stores them all at once."""
+        touched = time.monotonic()
+        made: list[_Made] = []
+        for i, (entry_id, req) in enumerate(decoded):
+            if req.order_id in cancelled:
+                pipe.xack(lane, streams.RENDERERS_GROUP, entry_id)
+                self.retry_due.pop((lane, entry_id), None)
+                self.errors.pop(entry_id, None)
+                metrics.SKIPPED.inc()
+                continue
+            try:
+                pdf_key(req.order_id, req.ticket_id)
+            except ValueError as exc:  # ids we never issue: no ticket to fail
+                self._park(pipe, lane, entry_id, req.to_fields(), "invalid_ids", f"invalid ids: {exc}")
+                continue
+            # One span per ticket, continuing the api's (the request's traceparent);
+            # it ends once the ticket's outcome is queued.
+            span = _TRACER.start_span(
+                "ticket.render", context=context_from(req.traceparent),
+                attributes={"ticket.id": req.ticket_id, "order.id": req.order_id, "lane": lane},
+            )  # fmt: skip
+            with trace.use_span(span, end_on_exit=False):
+                if req.ticket_id in done.get(req.order_id, ()) or req.ticket_id in stored:
+                    self._final(pipe, lane, entry_id, req, "rendered")
+                    span.end()
+                    continue
+                touched = await self._keep_alive(lane, [e for e, _ in decoded[i:]], touched)
+                try:
+                    with time_limit(self.settings.render_timeout_s), metrics.render_timer(lane):
+                        pdf = render_ticket(req, self.design)
+                except Exception as exc:
+                    await self._failed(pipe, lane, entry_id, req, exc, deliveries)
+                    span.end()
+                    continue
+            made.append((entry_id, req, span, pdf))
+        return made
+
+    async def _store_and_announce(
+        self, pipe: Pipeline, lane: str, made: list[_Made], deliveries: dict[str, int] | None
+    ) -> None:
+        """Every PDF of the batch is stored (durable) before any of it is
+        announced: then each ticket's outcome is queued on ``pipe`` (rendered,
+        or failed where its PDF could not be stored) and its span ends."""
+        outcomes = await self.store.put_all([(r.order_id, r.ticket_id, pdf) for _, r, _, pdf in made]) if made else []
+        for (entry_id, req, span, _), error in zip(made, outcomes, strict=True):
+            with trace.use_span(span, end_on_exit=True):
+                if error is not None:
+                    await self._failed(pipe, lane, entry_id, req, error, deliveries)
+                    continue
+                self.rendered += 1
+                metrics.RENDERED.inc()
+                self._final(pipe, lane, entry_id, req, "rendered")
 
     async def build_designs(self, entries: Sequence[Entry]) -> int:
         """Design requests (``ticketry.designs.request_designs``): build and store
