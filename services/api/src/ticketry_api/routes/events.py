@@ -15,6 +15,7 @@ from ticketry.ids import is_valid_id, new_id
 from ticketry_api import pages
 from ticketry_api.deps import AnyUser, State, require
 from ticketry_api.errors import Problem, problems
+from ticketry_api.events_read import own_event
 from ticketry_api.orders import minor_to_decimal, request_designs
 from ticketry_api.orders_read import order_summary, summary_of
 from ticketry_api.schemas import (
@@ -95,14 +96,6 @@ async def list_events(
     found, nxt = await pages.by_id(Event.get_pymongo_collection(), query, cursor, limit)
     events = [Event.model_validate(d) for d in found]
     return Page(items=[event_out(e, await state.db.ledger.sold(e.id)) for e in events], next=nxt)
-
-
-async def own_event(event_id: str, who: Principal) -> Event:
-    """The event if ``who`` organises it (admin: any); 404 otherwise."""
-    event = await Event.get(event_id) if is_valid_id(event_id, "ev") else None
-    if event is None or not who.owns(event.organizer_id):
-        raise Problem(404, "event not found")
-    return event
 
 
 @router.get("/{event_id}", response_model=EventOut, responses=problems(401, 404, 422))

@@ -22,7 +22,7 @@ from ticketry.webhook_documents import WEBHOOK_TYPES, WebhookEndpoint, WebhookTy
 
 from ticketry_api.deps import State, require
 from ticketry_api.errors import Problem, problems
-from ticketry_api.routes.events import own_event
+from ticketry_api.events_read import own_event
 from ticketry_api.webhooks import index
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.destinations import RefusedDestination, check_destination
