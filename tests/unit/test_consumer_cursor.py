@@ -1,14 +1,19 @@
-"""A consumer's way from its own pending entries to new ones (``db.next_cursor``),
-against a real redis-server: after a failed batch it re-reads what it holds, in
-batches, and then reads new entries again. (The projector once stayed on the id
+"""A consumer's way from its own pending entries to new ones (``db.next_cursor``,
+``consumer.GroupConsumer``), against a real redis-server: after a failed batch it
+re-reads what it holds, in batches, and then reads new entries again; a lost
+group is made again. (The projector once stayed on the id
 of its last pending entry after a store outage: empty reads, never a new event.)"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from redis.asyncio import Redis
+from ticketry.consumer import GroupConsumer
 from ticketry.db import Entry, ensure_group, entries_of, next_cursor
 
 STREAM, GROUP, CONSUMER = "test:cursor", "folders", "c1"
@@ -62,3 +67,47 @@ async def test_a_consumer_that_failed_a_batch_reads_its_pending_then_new_entries
     assert seen == [*held, new]
     assert cursor == ">"
     assert (await redis.xpending(STREAM, GROUP))["pending"] == 0
+
+
+async def test_a_group_consumer_rides_out_a_failed_batch_and_a_lost_group(redis: Redis) -> None:
+    # Given a consumer whose handler fails its first batch, and a group that
+    # Redis loses while the consumer runs
+    handled: list[bytes] = []
+    failures = 0
+
+    async def handle(entries: list[Entry]) -> None:
+        nonlocal failures
+        if failures == 0:
+            failures += 1
+            raise RuntimeError("the store is down")
+        handled.extend(e[0] for e in entries)
+        await redis.xack(STREAM, GROUP, *[e[0] for e in entries])
+
+    stop = asyncio.Event()
+    consumer = GroupConsumer(
+        redis, STREAM, GROUP, CONSUMER, handle, "test", logging.getLogger("test"),
+        batch=2, claim_idle_ms=60_000, claim_interval_s=60.0,
+    )  # fmt: skip
+    first = [await redis.xadd(STREAM, {"n": str(i)}) for i in range(3)]
+    task = asyncio.create_task(consumer.run(stop))
+    try:
+        # Then the failed batch comes again, each entry handled once, in order
+        await wait_for(lambda: handled == first)
+        # When the group is lost (NOGROUP on the next read) and new entries come
+        await redis.xgroup_destroy(STREAM, GROUP)
+        later = [await redis.xadd(STREAM, {"n": "later"})]
+        # Then the consumer makes its group again (from the start: every entry
+        # is new to it) and goes on; nothing is left pending
+        await wait_for(lambda: handled[len(first) :] == [*first, *later])
+        assert (await redis.xpending(STREAM, GROUP))["pending"] == 0
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def wait_for(pred: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    """Until ``pred()`` (a bound on a hang only)."""
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        assert time.monotonic() < deadline, "condition not met"
+        await asyncio.sleep(0.02)

@@ -182,14 +182,15 @@ async def is_ferretdb(client: AsyncMongoClient[dict[str, object]]) -> bool:
     return "ferretdb" in info
 
 
-async def ensure_group(redis: Redis, stream: str, group: str) -> None:
+async def ensure_group(redis: Redis, stream: str, group: str, *, start: str = "0") -> None:
     """Create ``group`` at the very start of ``stream`` (and the stream) if missing.
 
     Starting at ``0``, not ``$``: entries added before the group existed are not
     skipped. Deploys create groups up front (KEDA errors on a missing group).
+    (``start="$"``: a group for what comes from now on only.)
     """
     try:
-        await redis.xgroup_create(stream, group, id="0", mkstream=True)
+        await redis.xgroup_create(stream, group, id=start, mkstream=True)
     except ResponseError as exc:
         if "BUSYGROUP" not in str(exc):
             raise

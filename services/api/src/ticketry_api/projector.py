@@ -30,10 +30,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import claim_idle, ensure_group, entries_of, next_cursor
+from ticketry.consumer import GroupConsumer
+from ticketry.db import Entry
 from ticketry.documents import OrderState, TicketState
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
-from ticketry.retry import Retrying
 
 from ticketry_api.readmodel import completed_status
 from ticketry_api.store.writer import Writer
@@ -137,17 +137,6 @@ async def fold_and_ack(redis: Redis, writer: Writer, entries: list[tuple[bytes, 
         await redis.xack(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, *ids)
 
 
-async def claim_abandoned(redis: Redis, writer: Writer, consumer: str, batch: int, idle_ms: int) -> int:
-    """Take over events a dead api process read but never acked (its consumer
-    name died with its pid). Folding is idempotent, so taking an entry from a
-    live but slow projector costs a repeated write, never a wrong one."""
-    claimed = await claim_idle(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, consumer, idle_ms, batch)
-    if claimed:
-        log.info("projector: claimed abandoned events", extra={"count": len(claimed)})
-        await fold_and_ack(redis, writer, claimed)
-    return len(claimed)
-
-
 async def run_projector(
     redis: Redis,
     writer: Writer,
@@ -157,38 +146,24 @@ async def run_projector(
     *,
     claim_idle_ms: int = CLAIM_IDLE_MS,
 ) -> None:
-    """Consume ticket events until ``stop``; never dies on a bad entry or a Redis restart."""
-    # First our own pending entries (a previous life of this consumer), then new ones.
-    cursor = "0"
-    regroup = True  # (again) make the group, inside the loop: Redis may be down at start
+    """Consume ticket events until ``stop``; never dies on a bad entry or a Redis
+    restart (``ticketry.consumer``). Every ``TRIM_INTERVAL_S`` it also trims the
+    streams (``trim.py``)."""
     next_trim = time.monotonic() + 5.0
-    next_claim = time.monotonic()
-    retry = Retrying("projector", log, stop)
-    while not stop.is_set():
-        try:
-            if regroup:
-                await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
-                regroup = False
-            if time.monotonic() >= next_trim:
-                next_trim = time.monotonic() + TRIM_INTERVAL_S
-                try:
-                    await trim_all(redis)
-                except Exception:
-                    log.exception("projector: stream trim failed; next time")
-            if cursor == ">" and time.monotonic() >= next_claim:
-                more = await claim_abandoned(redis, writer, consumer, batch, claim_idle_ms)
-                next_claim = time.monotonic() + (0 if more else CLAIM_INTERVAL_S)
-            resp: Any = await redis.xreadgroup(
-                streams.PROJECTOR_GROUP, consumer, {streams.TICKET_EVENTS: cursor},
-                count=batch, block=1000,
-            )  # fmt: skip
-            entries = entries_of(resp)
-            if entries:
-                await fold_and_ack(redis, writer, entries)
-            cursor = next_cursor(cursor, entries)
-            retry.ok()
-        except Exception as exc:
-            kind = await retry.failed(exc)
-            regroup = kind == "nogroup"
-            if kind == "other":
-                cursor = "0"  # the batch failed: our pending entries again
+
+    async def trim() -> None:
+        nonlocal next_trim
+        if time.monotonic() >= next_trim:
+            next_trim = time.monotonic() + TRIM_INTERVAL_S
+            try:
+                await trim_all(redis)
+            except Exception:
+                log.exception("projector: stream trim failed; next time")
+
+    async def fold(entries: list[Entry]) -> None:
+        await fold_and_ack(redis, writer, entries)
+
+    await GroupConsumer(
+        redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, consumer, fold, "projector", log,
+        batch=batch, claim_idle_ms=claim_idle_ms, claim_interval_s=CLAIM_INTERVAL_S, chores=trim,
+    ).run(stop)  # fmt: skip

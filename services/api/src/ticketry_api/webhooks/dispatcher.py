@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import Any
 
 from prometheus_client import Counter
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
 from ticketry import streams
-from ticketry.db import Entry, claim_idle, entries_of, next_cursor
+from ticketry.consumer import GroupConsumer
+from ticketry.db import Entry
 from ticketry.documents import Order
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
-from ticketry.retry import Retrying
 from ticketry.webhook_documents import WebhookEndpoint
 
 from ticketry_api.store.reads import find_each
@@ -50,16 +47,6 @@ ORDER_READS = Counter("ticketry_webhook_order_reads", "Orders the webhook dispat
 ORDERS_SKIPPED = Counter(
     "ticketry_webhook_orders_skipped", "Order events the webhook dispatcher skipped: their event has no endpoint"
 )
-
-
-async def ensure_group(redis: Redis) -> None:
-    """The dispatcher's group, created at the stream's end (``$``): when webhooks
-    are first deployed there are no endpoints for the events already there."""
-    try:
-        await redis.xgroup_create(streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, id="$", mkstream=True)
-    except ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
 
 
 async def orders_to_read(redis: Redis, order_ids: list[str]) -> list[str]:
@@ -130,40 +117,17 @@ async def dispatch(redis: Redis, entries: list[Entry]) -> int:
     return len(deliveries)
 
 
-async def claim_abandoned(redis: Redis, consumer: str, idle_ms: int) -> int:
-    """Take over events a dead api read but never dispatched."""
-    claimed = await claim_idle(redis, streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, consumer, idle_ms, BATCH)
-    if claimed:
-        await dispatch(redis, claimed)
-    return len(claimed)
-
-
 async def run_dispatcher(
     redis: Redis, consumer: str, stop: asyncio.Event, *, claim_idle_ms: int = CLAIM_IDLE_MS
 ) -> None:
-    """Dispatch until ``stop``; never dies on a bad entry or a Redis restart."""
-    cursor = "0"  # our own pending entries first (none for a fresh pid), then new ones
-    regroup = True  # (again) make the group, inside the loop: Redis may be down at start
-    next_claim = time.monotonic()
-    retry = Retrying("webhooks dispatcher", log, stop)
-    while not stop.is_set():
-        try:
-            if regroup:
-                await ensure_group(redis)
-                regroup = False
-            if cursor == ">" and time.monotonic() >= next_claim:
-                more = await claim_abandoned(redis, consumer, claim_idle_ms)
-                next_claim = time.monotonic() + (0 if more else CLAIM_INTERVAL_S)
-            resp: Any = await redis.xreadgroup(
-                streams.WEBHOOKS_GROUP, consumer, {streams.TICKET_EVENTS: cursor}, count=BATCH, block=1000
-            )
-            entries = entries_of(resp)
-            if entries:
-                await dispatch(redis, entries)
-            cursor = next_cursor(cursor, entries)
-            retry.ok()
-        except Exception as exc:
-            kind = await retry.failed(exc)
-            regroup = kind == "nogroup"
-            if kind == "other":
-                cursor = "0"  # the batch failed: our pending entries again
+    """Dispatch until ``stop``; never dies on a bad entry or a Redis restart
+    (``ticketry.consumer``). The group starts at the stream's end (``$``): when
+    webhooks are first deployed there are no endpoints for the events already there."""
+
+    async def handle(entries: list[Entry]) -> None:
+        await dispatch(redis, entries)
+
+    await GroupConsumer(
+        redis, streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, consumer, handle, "webhooks dispatcher", log,
+        batch=BATCH, claim_idle_ms=claim_idle_ms, claim_interval_s=CLAIM_INTERVAL_S, start="$",
+    ).run(stop)  # fmt: skip
