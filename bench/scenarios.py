@@ -103,12 +103,15 @@ async def big_order(stack: Stack, quantity: int, probes: int) -> dict[str, Any]:
 
         sampler = asyncio.create_task(sample_rss())
         t0 = time.time()
-        big = await order(api, "bench-big", event_id, quantity)
+        # A buyer of its own per big order: one buyer's tickets per minute are
+        # rate-limited (TICKETRY_RATE_TICKETS_PER_MIN), and runs follow each other.
+        buyer = f"bench-big-{event_id}"
+        big = await order(api, buyer, event_id, quantity)
         placed = time.time()
-        watcher = asyncio.create_task(watch(big["progress_url"], "bench-big", placed))
+        watcher = asyncio.create_task(watch(big["progress_url"], buyer, placed))
 
         async def probe(i: int, tier: str, qty: int) -> float:
-            buyer = f"bench-probe-{tier}-{i}"
+            buyer = f"bench-probe-{event_id}-{tier}-{i}"
             o = await order(api, buyer, event_id, qty, tier)
             at = time.time()
             got = await watch(o["progress_url"], buyer, at, 120)
