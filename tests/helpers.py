@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import io
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import pypdfium2
 import websockets
 import zxingcpp
 from pymongo import MongoClient
-from ticketry_devstack.procs import ferretdb_proc, free_port, wait_port
+from ticketry_devstack.procs import Proc, ferretdb_proc, free_port, wait_port
 
 
 async def ws_outcome(url: str) -> tuple[str, int | None]:
@@ -86,16 +86,26 @@ def decode_qr(pdf: bytes) -> str:
 
 
 @contextlib.contextmanager
-def ferretdb_client(data_dir: Path) -> Iterator[MongoClient[dict[str, Any]]]:
-    """A FerretDB of our build of its own, on ``data_dir``, and a client of it."""
+def serving(make: Callable[[int], Proc]) -> Iterator[int]:
+    """A server of ours (``make(port)``, e.g. ``lambda port: redis_proc(dir, port)``)
+    on a free port, once it listens; its port. Stopped after."""
     port = free_port()
-    proc = ferretdb_proc(data_dir, port).start()
+    proc = make(port).start()
     try:
         wait_port(port, 60, proc=proc.popen)
-        with MongoClient(f"mongodb://127.0.0.1:{port}/") as client:
-            yield client
+        yield port
     finally:
         proc.stop()
+
+
+@contextlib.contextmanager
+def ferretdb_client(data_dir: Path) -> Iterator[MongoClient[dict[str, Any]]]:
+    """A FerretDB of our build of its own, on ``data_dir``, and a client of it."""
+    with (
+        serving(lambda port: ferretdb_proc(data_dir, port)) as port,
+        MongoClient(f"mongodb://127.0.0.1:{port}/") as client,
+    ):
+        yield client
 
 
 async def checkin_list(

@@ -1,20 +1,32 @@
-"""What unit tests share: a real redis-server of their own, one per test module."""
+"""What unit tests share: a real redis-server of their own, one per test module,
+and a client of it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from ticketry_devstack.procs import free_port, redis_proc, wait_port
+from redis.asyncio import Redis
+from ticketry_devstack.procs import redis_proc
+
+from tests.helpers import serving
 
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A redis-server started for this module (AOF on, as in production), stopped after it."""
-    port = free_port()
-    proc = redis_proc(tmp_path_factory.mktemp("unit-redis"), port).start()
-    try:
-        wait_port(port, 60, proc.popen)
+    data = tmp_path_factory.mktemp("unit-redis")
+    with serving(lambda port: redis_proc(data, port)) as port:
         yield f"redis://127.0.0.1:{port}/0"
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    """A client of the module's redis-server, emptied before each test. A module
+    that needs more (its consumer groups) overrides it, asking for this one."""
+    client = Redis.from_url(redis_url)
+    await client.flushdb()
+    try:
+        yield client
     finally:
-        proc.stop()
+        await client.aclose()

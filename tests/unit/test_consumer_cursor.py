@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 from redis.asyncio import Redis
@@ -20,14 +20,10 @@ STREAM, GROUP, CONSUMER = "test:cursor", "folders", "c1"
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    await client.flushdb()
-    await ensure_group(client, STREAM, GROUP)
-    try:
-        yield client
-    finally:
-        await client.aclose()
+async def redis(redis: Redis) -> Redis:
+    """The shared client (tests/unit/conftest.py), with this module's groups."""
+    await ensure_group(redis, STREAM, GROUP)
+    return redis
 
 
 async def read(redis: Redis, cursor: str) -> list[Entry]:

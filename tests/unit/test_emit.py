@@ -4,22 +4,12 @@ cancelled order gets no further event."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.emit import announce_cancelled, queue_final
 from ticketry.events import event_fields
-
-
-@pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    await client.flushall()
-    yield client
-    await client.aclose()
 
 
 async def _fail_for_good(redis: Redis, order_id: str, ticket_id: str, entry: str, consumer: str) -> None:

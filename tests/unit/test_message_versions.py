@@ -8,7 +8,6 @@ Redis)."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -138,14 +137,10 @@ def test_ticket_events_both_ways_and_a_newer_major_refused() -> None:
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    await client.flushdb()
-    await ensure_groups(client)
-    try:
-        yield client
-    finally:
-        await client.aclose()
+async def redis(redis: Redis) -> Redis:
+    """The shared client (tests/unit/conftest.py), with this module's groups."""
+    await ensure_groups(redis)
+    return redis
 
 
 async def test_the_renderer_dead_letters_a_newer_major_version(

@@ -13,7 +13,9 @@ from ticketry.ids import new_id, ticket_ids
 from ticketry.s3store import S3Store
 from ticketry.settings import CommonSettings
 from ticketry.storage import LocalStore, PdfStore, StorageUnavailable, open_store
-from ticketry_devstack.procs import S3_ACCESS_KEY, S3_SECRET_KEY, free_port, s3_proc, wait_port
+from ticketry_devstack.procs import S3_ACCESS_KEY, S3_SECRET_KEY, free_port, s3_proc
+
+from tests.helpers import serving
 
 PDF = b"%PDF-1.7\n% a ticket\n%%EOF\n"
 
@@ -21,13 +23,9 @@ PDF = b"%PDF-1.7\n% a ticket\n%%EOF\n"
 @pytest.fixture(scope="module")
 def s3_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """versitygw started for this module, stopped after it."""
-    port = free_port()
-    proc = s3_proc(tmp_path_factory.mktemp("unit-s3"), port).start()
-    try:
-        wait_port(port, 60, proc.popen)
+    data = tmp_path_factory.mktemp("unit-s3")
+    with serving(lambda port: s3_proc(data, port)) as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.stop()
 
 
 def s3_store(url: str, *, public: str | None = None, bucket: str | None = None) -> S3Store:

@@ -6,26 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.ids import new_id
 from ticketry_api.waitingroom import core, store
 
 EVENT = "ev_" + "ab" * 10
-
-
-@pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    await client.flushdb()
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 def now_ms() -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import orjson
 import pytest
@@ -21,14 +20,10 @@ from ticketry_api.webhooks.sender import Sender
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    await client.flushdb()
-    await ensure_group(client, streams.WEBHOOK_DELIVERIES, streams.WEBHOOK_SENDERS_GROUP)
-    try:
-        yield client
-    finally:
-        await client.aclose()
+async def redis(redis: Redis) -> Redis:
+    """The shared client (tests/unit/conftest.py), with this module's groups."""
+    await ensure_group(redis, streams.WEBHOOK_DELIVERIES, streams.WEBHOOK_SENDERS_GROUP)
+    return redis
 
 
 def delivery(n: int, attempt: int = 2) -> Delivery:
