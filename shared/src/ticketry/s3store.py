@@ -35,6 +35,14 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+def _unless_missing(exc: BotoCoreError | ClientError) -> None:
+    """Return when ``exc`` says the object (or bucket) is not there; else the
+    store is unreachable or refused: :class:`StorageUnavailable`."""
+    if isinstance(exc, ClientError) and _code(exc) in _MISSING:
+        return
+    raise StorageUnavailable(f"S3: {exc}") from exc
+
+
 class S3Store:
     def __init__(
         self, *, bucket: str, endpoint_url: str | None, public_endpoint_url: str | None, region: str,
@@ -151,12 +159,9 @@ class S3Store:
         s3 = await self._s3()
         try:
             await s3.head_object(Bucket=self.bucket, Key=key)
-        except ClientError as exc:
-            if _code(exc) in _MISSING:
-                return False
-            raise StorageUnavailable(f"S3: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageUnavailable(f"S3: {exc}") from exc
+        except (BotoCoreError, ClientError) as exc:
+            _unless_missing(exc)
+            return False
         return True
 
     async def read(self, order_id: str, ticket_id: str) -> bytes | None:
@@ -170,12 +175,9 @@ class S3Store:
             async with obj["Body"] as body:
                 data: bytes = await body.read()
                 return data
-        except ClientError as exc:
-            if _code(exc) in _MISSING:
-                return None
-            raise StorageUnavailable(f"S3: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageUnavailable(f"S3: {exc}") from exc
+        except (BotoCoreError, ClientError) as exc:
+            _unless_missing(exc)
+            return None
 
     async def download_url(self, order_id: str, ticket_id: str) -> str | None:
         key = pdf_key(order_id, ticket_id)
