@@ -92,7 +92,10 @@ async def test_scaler_forks_real_renderers_and_replaces_a_killed_one(tmp_path: P
         await wait_until(lambda: _none_alive([server, *renderers.values()]), 60)
 
         # And a scaler stopped with SIGTERM drains its renderers and exits cleanly
-        scaler = stack.start_service("scaler", {"TICKETRY_RENDERERS_MIN": "1", "TICKETRY_SCALER_METRICS_PORT": "0"})
+        scaler = stack.start_service(
+            "scaler",
+            {"TICKETRY_RENDERERS_MIN": "1", "TICKETRY_RENDERERS_SPARE": "0", "TICKETRY_SCALER_METRICS_PORT": "0"},
+        )
         await wait_until(lambda: _count_is(redis, 1), 120)
         renderers = await _renderers(redis)
         assert await asyncio.to_thread(scaler.stop, 60) == 0

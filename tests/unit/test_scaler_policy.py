@@ -281,6 +281,36 @@ def test_burst_and_plateau(
     assert says in rec.reason
 
 
+SPARE = replace(TP, spare=1)
+
+
+@pytest.mark.parametrize(
+    ("work", "throughput", "cfg", "expected", "says"),
+    [
+        # idle on 2 cores: min 1 and one spare are live, warm for the next burst
+        (0, replace(_tp(1), cores=2), SPARE, 2, "1 spare above min: 2 live"),
+        # no CPU cap (0): the spare too
+        (0, _tp(1), SPARE, 2, "1 spare above min"),
+        # one core: the cap wins, no spare
+        (0, replace(_tp(1), cores=1), SPARE, 1, ""),
+        # max wins
+        (0, replace(_tp(1), cores=8), replace(SPARE, minimum=4), 4, ""),
+        # a plateau at 1 wins too: a second renderer did not pay here
+        (0, replace(_tp(1, rates={1: 300.0, 2: 310.0}), cores=2), SPARE, 1, "at most 1"),
+        # the burst rule may ask for more; the spare adds nothing on top of it
+        (9000, replace(_tp(1), cores=4), replace(SPARE, maximum=8), 4, "free cores, 4 at once"),
+    ],
+    ids=["idle", "no-cap", "one-core", "max", "plateau", "burst"],
+)  # fmt: skip
+def test_spare(work: int, throughput: Throughput, cfg: PolicyConfig, expected: int, says: str) -> None:
+    rec = recommend([LaneBacklog("s", lag=work, pending=0)], [650.0], current=throughput.live, cfg=cfg,
+                    throughput=throughput)  # fmt: skip
+    assert rec.replicas == expected, rec.reason
+    assert says in rec.reason
+    # Without the throughput policy (Kubernetes: pods cost), no spare.
+    assert recommend([LaneBacklog("s", lag=0, pending=0)], [650.0], current=1, cfg=cfg).replicas == cfg.minimum
+
+
 def test_drain_policy_ignores_bursts() -> None:
     # Without a Throughput (the drain policy: Kubernetes), a 2000-ticket burst at 650/s stays at one.
     assert recommend([LaneBacklog("s", lag=2000, pending=0)], [650.0], current=1, cfg=TP).replicas == 1

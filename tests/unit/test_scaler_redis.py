@@ -449,6 +449,8 @@ async def test_scaler_process_follows_the_backlog(redis: Redis, scaler_env: tupl
             "TICKETRY_SCALER_TARGET_DRAIN_S": "2",
             "TICKETRY_SCALER_DOWN_WINDOW_S": "1",
             "TICKETRY_SCALER_COOLDOWN_S": "1",
+            # The drain rule alone: no spare renderer above min.
+            "TICKETRY_RENDERERS_SPARE": "0",
         },
     )
     try:

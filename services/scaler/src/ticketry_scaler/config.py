@@ -52,6 +52,10 @@ class ScalerSettings(CommonSettings):
     # local backend, drain with the others (pods on other nodes add capacity).
     scaler_policy: Policy = "auto"
     scaler_burst_s: float = Field(default=2.0, gt=0)
+    # Throughput policy: renderers kept live above TICKETRY_RENDERERS_MIN (within the
+    # CPU cap and TICKETRY_RENDERERS_MAX), so a burst starts on warm renderers
+    # instead of forking while the cores are busiest. An idle one costs memory only.
+    renderers_spare: int = Field(default=1, ge=0)
     # An added renderer must raise the aggregate rate by this share of the average
     # renderer's, or the count before it is a ceiling (a plateau).
     scaler_min_gain: float = Field(default=0.25, ge=0)

@@ -36,6 +36,7 @@ def policy_config(s: ScalerSettings) -> PolicyConfig:
         cooldown_s=s.scaler_cooldown_s,
         burst_s=s.scaler_burst_s,
         min_gain=s.scaler_min_gain,
+        spare=s.renderers_spare,
     )
 
 

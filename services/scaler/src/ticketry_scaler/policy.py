@@ -34,6 +34,9 @@ the lanes; :class:`ThroughputMeter`):
   last one's effect has been measured and while the renderers leave CPU unused
   (``BackendStatus.cores_full``): a short burst on idle cores is worth
   renderers even when the drain target is met;
+* **spare**: ``spare`` renderers above ``minimum`` stay live (within the CPU
+  cap and the plateau), so a burst starts on renderers that are warm instead of
+  waiting for a fork, its imports and its designs while the cores are busiest;
 * **plateau** (:func:`plateau`): the renderer count past which the last one added
   did not raise the aggregate rate by ``min_gain`` is a ceiling for every rule,
   until its measurement ages out (``keep_s``) and a later burst may probe again.
@@ -85,6 +88,8 @@ class PolicyConfig:
     # The throughput rules (burst and plateau); see the module docstring.
     burst_s: float = 2.0
     min_gain: float = 0.25
+    # Renderers kept live above ``minimum``, within the CPU cap (throughput policy only).
+    spare: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +278,10 @@ def _throughput_rules(
         if want > replicas:
             replicas = want
         why += burst
+    warm = min(cfg.minimum + cfg.spare, cfg.maximum, tp.cores or cfg.maximum)
+    if replicas < warm:
+        replicas = warm
+        why += f"; {cfg.spare} spare above min: {warm} live"
     if ceiling is not None:
         bound = max(ceiling, cfg.minimum)
         shown = ", ".join(f"{n}: {r:.0f}/s" for n, r in sorted(tp.rates.items()))
