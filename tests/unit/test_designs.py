@@ -136,3 +136,41 @@ async def test_two_processes_never_build_the_same_design(redis: Redis, builds: l
     for design, req in ((a, reqs[0]), (b, reqs[1])):
         render_ticket(req, design)
         assert design.fast_rendered == 1
+
+
+async def test_an_event_waits_for_its_designs_only_while_a_renderer_can_build_them(redis: Redis) -> None:
+    from ticketry_renderer.config import RendererSettings
+    from ticketry_renderer.handlers import Worker
+
+    signer = Signer()
+    samples = [
+        request(signer, event_name="Tiered Night", tier=t, tier_name=t.title(), lane=lane)
+        for t, lane in (("standard", "standard"), ("vip", "vip"))
+    ]
+    ids = await designs.request_designs(redis, samples)
+    # Given no renderer has ever read the requests: the wait gives up at once, the requests stay
+    assert await designs.designers_live(redis) == 0
+    assert await designs.wait_built(redis, ids, 600) is False
+    assert await redis.xlen(streams.DESIGN_REQUESTS) == 2
+
+    # When two renderers each read one request (live, reading), the event's designs are not built yet
+    settings = RendererSettings.model_construct()
+    workers = [Worker(redis=redis, settings=settings, consumer=c, design=Design.default()) for c in ("r1", "r2")]
+    reads = []
+    for w in workers:
+        got: Any = await redis.xreadgroup(streams.DESIGNERS_GROUP, w.consumer, {streams.DESIGN_REQUESTS: ">"}, count=1)
+        reads.append(entries_of(got))
+    assert await designs.designers_live(redis) == 2
+    assert not await designs.handled(redis, ids)
+    # and a bounded wait ends unbuilt
+    assert await designs.wait_built(redis, ids, 0.05) is False
+    waiting = asyncio.create_task(designs.wait_built(redis, ids, 600))
+
+    # Then one built design is not enough
+    assert await workers[0].build_designs(reads[0]) == 1
+    assert not await designs.handled(redis, ids)
+    assert not waiting.done()
+    # and the wait ends when both are built
+    assert await workers[1].build_designs(reads[1]) == 1
+    assert await waiting is True
+    assert await designs.handled(redis, ids)

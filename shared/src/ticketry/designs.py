@@ -8,6 +8,9 @@ event and tier waits for that, in every renderer process. Here:
   created (:func:`request_designs`): one entry per sample request on
   ``streams.DESIGN_REQUESTS``; a renderer of group ``designers`` builds each
   one and stores it;
+* the api answers an event's creation once its designs are built
+  (:func:`wait_built`, bounded; at once when no renderer is live), so even an
+  order placed the moment the event exists finds them;
 * a design is stored in Redis under its digest (``streams.design``), so every
   renderer process on every host loads it (a GET) instead of building it
   (:func:`load`, :func:`store`); a process that must build one takes
@@ -20,10 +23,13 @@ moves bytes and samples.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
+from typing import Any, Final
 
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from ticketry import streams
 from ticketry.events import RenderRequest
@@ -61,6 +67,60 @@ async def request_designs(redis: Redis, samples: Sequence[RenderRequest]) -> lis
             )  # fmt: skip
         ids = await pipe.execute()
     return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+
+
+# A renderer blocks on the request stream between reads (its poll, 1 s by
+# default), which counts as seen: a designer seen within this long is live.
+DESIGNER_LIVE_MS: Final = 5_000
+# How often :func:`wait_built` looks.
+_WAIT_POLL_S: Final = 0.02
+
+
+async def designers_live(redis: Redis) -> int:
+    """Renderers reading design requests now (group ``designers``)."""
+    try:
+        consumers: Any = await redis.xinfo_consumers(streams.DESIGN_REQUESTS, streams.DESIGNERS_GROUP)
+    except ResponseError:  # no stream or group yet: no renderer ever started
+        return 0
+    return sum(1 for c in consumers if int(c["idle"]) < DESIGNER_LIVE_MS)
+
+
+async def handled(redis: Redis, ids: Sequence[str]) -> bool:
+    """Every request of ``ids`` was read by a designer and acknowledged (built,
+    or given up as unbuildable)."""
+    keys = [streams.stream_key(i) for i in ids]
+    lo, hi = streams.format_stream_id(min(keys)), streams.format_stream_id(max(keys))
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.xinfo_groups(streams.DESIGN_REQUESTS)
+        pipe.xpending_range(streams.DESIGN_REQUESTS, streams.DESIGNERS_GROUP, lo, hi, len(keys))
+        groups, pending = await pipe.execute()
+    group = next((g for g in groups if _text(g["name"]) == streams.DESIGNERS_GROUP), None)
+    if group is None or streams.stream_key(group["last-delivered-id"]) < max(keys):
+        return False
+    return not {streams.stream_key(p["message_id"]) for p in pending} & set(keys)
+
+
+async def wait_built(redis: Redis, ids: Sequence[str], timeout_s: float) -> bool:
+    """Wait until the design requests ``ids`` are handled (:func:`handled`), at
+    most ``timeout_s``; False at once when no renderer is live to build them, or
+    when Redis fails (the designs are then built by the first tickets)."""
+    if not ids or timeout_s <= 0:
+        return not ids
+    deadline = time.monotonic() + timeout_s
+    try:
+        if not await designers_live(redis):
+            return False
+        while not await handled(redis, ids):
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(_WAIT_POLL_S)
+    except RedisError:
+        return False
+    return True
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 async def load(redis: Redis, digest: str) -> bytes | None:

@@ -14,6 +14,10 @@ class ApiSettings(ServingSettings):
     # Orders not enqueued after this long are re-enqueued by the outbox sweep.
     outbox_grace_s: float = Field(default=10.0, gt=0)
     outbox_interval_s: float = Field(default=5.0, gt=0)
+    # POST /v1/events answers once a live renderer has built the new event's
+    # designs (its first tickets are then stamped at once), waiting at most this
+    # long; at once when no renderer is live. 0: never wait.
+    design_wait_s: float = Field(default=3.0, ge=0)
     projector_batch: int = Field(default=500, ge=1)
     run_projector: bool = True
     # Room for one name per ticket (`holders`) of a big order.

@@ -218,11 +218,11 @@ def ticket_request(
     )
 
 
-async def request_designs(redis: Redis, keyring: Keyring, event: Event) -> None:
+async def request_designs(redis: Redis, keyring: Keyring, event: Event) -> list[str]:
     """Ask the renderers to build the event's designs (one per tier) before its
-    first ticket: a sample ticket of each tier."""
+    first ticket: a sample ticket of each tier. Returns the requests' ids."""
     sample = new_id("or")
-    await designs.request_designs(
+    return await designs.request_designs(
         redis,
         [
             ticket_request(keyring, event, t.id, sample, 0, 1, "Sample", minor_to_decimal(t.price_minor))

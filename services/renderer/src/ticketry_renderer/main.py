@@ -134,10 +134,11 @@ def create_app(settings: RendererSettings, consumer: str, metrics_server: Metric
     lane_subscriber(streams.RENDER_STD, settings.std_batch)
 
     # Designs asked for ahead of an event's first ticket: one renderer builds each, all load it.
+    # One request a read, so the tiers of a new event are built by as many renderers at once.
     @broker.subscriber(
         stream=StreamSub(
             streams.DESIGN_REQUESTS, group=streams.DESIGNERS_GROUP, consumer=consumer, batch=True,
-            max_records=8, polling_interval=settings.poll_ms,
+            max_records=1, polling_interval=settings.poll_ms,
         ),
         ack_policy=AckPolicy.MANUAL,
         decoder=_entries,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC
 from typing import Annotated
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Query
-from ticketry import fonts
+from ticketry import designs, fonts
 from ticketry.auth import Principal
 from ticketry.documents import ORDER_SUMMARY, CheckinList, Event, Order, Tier
 from ticketry.ids import is_valid_id, new_id
@@ -29,6 +30,7 @@ from ticketry_api.schemas import (
 )
 from ticketry_api.store.ledger_core import Head
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/events", tags=["events"])
 Organizer = Annotated[Principal, Depends(require("organizer"))]
 Limit = Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)]
@@ -82,8 +84,10 @@ async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
         waiting_room=body.waiting_room,
     )
     await event.insert()
-    # Its designs are built while the organiser is still setting up, not by its first ticket.
-    await request_designs(state.redis, state.keyring, event)
+    # Its designs are built now, not by its first ticket: the 201 waits for them (bounded).
+    asked = await request_designs(state.redis, state.keyring, event)
+    if not await designs.wait_built(state.redis, asked, state.settings.design_wait_s):
+        log.info("event created before its designs were built", extra={"event_id": event.id})
     return event_out(event, Head())
 
 
