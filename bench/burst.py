@@ -9,7 +9,7 @@ local backend (forked from its preloaded server), so the fleets differ only in
 policy:
 
 * ``default``: what ``just up`` runs (no ``TICKETRY_RENDERERS_*`` or scaler
-  setting: min 1, max CPUs x 2, every other default);
+  setting: min 1 and one spare, max CPUs x 2, every other default);
 * ``fixed-N``: ``TICKETRY_RENDERERS_MIN = MAX = N`` and no CPU cap, N = 1, 2, 3;
 * ``old``: the policy before issue 16 (``TICKETRY_SCALER_POLICY=drain``: renderers
   from the backlog and the drain target only, no CPU cap).
@@ -68,7 +68,10 @@ from ticketry import streams
 from ticketry.db import as_text, connect_redis
 from ticketry_devstack.procs import REPO, Proc, Stack, free_port, start_stack
 from ticketry_scaler import observe
-from ticketry_scaler.policy import lane_lag
+from ticketry_scaler.config import ScalerSettings
+from ticketry_scaler.cpu import usable_cores
+from ticketry_scaler.main import policy_config
+from ticketry_scaler.policy import lane_lag, warm_floor
 
 from bench.scenarios import hdr, token
 
@@ -88,8 +91,11 @@ FLEETS: dict[str, dict[str, str]] = {
 
 
 def floor_of(fleet: str) -> int:
-    """Renderers a fleet runs while idle."""
-    return int(FLEETS[fleet].get("TICKETRY_RENDERERS_MIN", "1"))
+    """Renderers a fleet runs while idle (with the throughput policy: its spares too)."""
+    s = ScalerSettings.model_validate({k.removeprefix("TICKETRY_").lower(): v for k, v in FLEETS[fleet].items()})
+    if not s.throughput_policy:
+        return s.renderers_min
+    return warm_floor(policy_config(s), usable_cores() if s.scaler_cpu_cap is None else s.scaler_cpu_cap)
 
 
 # -- following the ticket events -------------------------------------------------------
@@ -299,7 +305,7 @@ async def first_tickets(
             await follow.completed(warm, 300)
             for i in range(2 * samples):
                 variant = "at_once" if i % 2 == 0 else "designs_ready"
-                await until(lambda: _idle_at(redis, 1), 180, "default: back at its floor")
+                await until(lambda: _idle_at(redis, floor_of("default")), 180, "default: back at its floor")
                 event = await create_event(api, 100, f"New event {i}")
                 if variant == "designs_ready":
                     await until(lambda: designs_built(redis), 120, "the new event's designs")

@@ -270,6 +270,8 @@ def scaler_env(opts: Options, metrics_port: int) -> dict[str, str]:
     env = {
         "TICKETRY_RENDERERS_MIN": str(opts.minimum),
         "TICKETRY_RENDERERS_MAX": str(opts.maximum),
+        # The curve from min: no spare renderer live before the order (bench/burst.py has the default).
+        "TICKETRY_RENDERERS_SPARE": "0",
         "TICKETRY_SCALER_TARGET_DRAIN_S": f"{opts.target_drain_s:g}",
         "TICKETRY_SCALER_METRICS_PORT": str(metrics_port),
     }

@@ -251,6 +251,8 @@ def _tp(live: int, pace: float | None = None, rates: dict[int, float] | None = N
          "none added past the plateau"),
         (9000, 650.0, replace(_tp(4, pace=1400.0, rates={4: 1400.0}), cores=4), PolicyConfig(1, 8, 20.0, 200.0), 5,
          "one more (5)"),
+        # as many as the cores at the burst's start (warm spares): no more before they are measured
+        (9000, 650.0, replace(_tp(2), cores=2), TP, 2, "the cores' count not measured yet"),
         # the renderers have the cores (the local backend's CPU cap): the two are held, no third
         (1500, 650.0, replace(_tp(2, pace=391.0, rates={2: 391.0}), cores_full=True), TP, 2, "the cores are full"),
         # the measured pace, not the capacity, says how long it lasts: 700 at 391/s is 1.8 s
@@ -268,8 +270,8 @@ def _tp(live: int, pace: float | None = None, rates: dict[int, float] | None = N
     ],
     ids=[
         "idle", "short", "burst-start", "burst-unmeasured", "wait-for-measure", "next-one", "to-the-cores",
-        "to-the-cores-max", "to-the-cores-plateau", "past-the-cores", "cores-full", "pace-short",
-        "plateau", "plateau-bounds-drain", "plateau-min", "at-max",
+        "to-the-cores-max", "to-the-cores-plateau", "past-the-cores", "at-the-cores-unmeasured", "cores-full",
+        "pace-short", "plateau", "plateau-bounds-drain", "plateau-min", "at-max",
     ],
 )  # fmt: skip
 def test_burst_and_plateau(

@@ -30,8 +30,8 @@ the lanes; :class:`ThroughputMeter`):
 
 * **burst**: while the backlog would last longer than ``burst_s`` at the current
   pace, as many renderers as the backend has cores (its CPU cap) at once; past
-  that one more at a time (the first of a burst at once), each only once the
-  last one's effect has been measured and while the renderers leave CPU unused
+  that one more at a time, each only once the renderers live have been measured
+  in this burst (the last one added too) and while they leave CPU unused
   (``BackendStatus.cores_full``): a short burst on idle cores is worth
   renderers even when the drain target is met;
 * **spare**: ``spare`` renderers above ``minimum`` stay live (within the CPU
@@ -249,6 +249,12 @@ def plateau(rates: Mapping[int, float], min_gain: float) -> int | None:
     return None
 
 
+def warm_floor(cfg: PolicyConfig, cores: int) -> int:
+    """Renderers the throughput policy keeps live while idle: min and its spares,
+    within max and ``cores`` (the CPU cap; 0: none). A plateau may bound it lower."""
+    return min(cfg.minimum + cfg.spare, cfg.maximum, cores or cfg.maximum)
+
+
 def _throughput_rules(
     work: int, per_renderer: float, replicas: int, tp: Throughput, cfg: PolicyConfig
 ) -> tuple[int, int | None, str]:
@@ -269,6 +275,10 @@ def _throughput_rules(
             burst += ", none added past the plateau"
         elif not tp.ready:
             burst += ", the last one added not measured yet"
+        elif tp.cores and tp.pace is None:
+            # Past the cores only on evidence from this burst: its first tick
+            # still sees the idle minute's CPU (a burst on warm spares).
+            burst += ", the cores' count not measured yet"
         elif tp.cores_full:
             burst += ", the cores are full"
         elif tp.live < cfg.maximum:
@@ -278,7 +288,7 @@ def _throughput_rules(
         if want > replicas:
             replicas = want
         why += burst
-    warm = min(cfg.minimum + cfg.spare, cfg.maximum, tp.cores or cfg.maximum)
+    warm = warm_floor(cfg, tp.cores)
     if replicas < warm:
         replicas = warm
         why += f"; {cfg.spare} spare above min: {warm} live"
