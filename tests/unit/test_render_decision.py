@@ -32,11 +32,23 @@ def test_a_passing_error_with_attempts_left_is_retried_after_a_backoff(kind: Err
     assert got == RetryAfter(0.5 * 0.5 * 2 ** (attempt - 1))
 
 
-@pytest.mark.parametrize("kind", ["render", "storage"])
 @pytest.mark.parametrize("attempt", [5, 6, 50])
-def test_the_last_attempt_is_dead_lettered_as_exhausted(kind: ErrorKind, attempt: int) -> None:
-    got = decide(attempt, kind, "IsADirectoryError: [Errno 21]", POLICY, 0.5)
+def test_the_last_attempt_is_dead_lettered_as_exhausted(attempt: int) -> None:
+    got = decide(attempt, "render", "IsADirectoryError: [Errno 21]", POLICY, 0.5)
     assert got == DeadLetter("IsADirectoryError: [Errno 21]", exhausted=True)
+
+
+@pytest.mark.parametrize("attempt", [5, 6, 50])
+def test_a_store_outage_is_waited_out_past_the_last_attempt(attempt: int) -> None:
+    patient = RetryPolicy(max_attempts=5, base_s=0.5, cap_s=30.0, storage_patience_s=900.0)
+    # While the request is younger than the patience: retried, at most the cap apart
+    got = decide(attempt, "storage", "StorageUnavailable: S3: connect", patient, 0.5, age_s=899.0)
+    assert got == RetryAfter(0.5 * min(30.0, 0.5 * 2 ** (attempt - 1)))
+    # Past it: exhausted like any other error
+    got = decide(attempt, "storage", "StorageUnavailable: S3: connect", patient, 0.5, age_s=900.0)
+    assert got == DeadLetter("StorageUnavailable: S3: connect", exhausted=True)
+    # A render error of the same age is not waited out
+    assert decide(attempt, "render", "boom", patient, 0.5, age_s=1.0) == DeadLetter("boom", exhausted=True)
 
 
 def test_one_attempt_means_no_retry() -> None:
@@ -61,5 +73,5 @@ def test_the_delay_is_the_jitter_share_of_the_ceiling(jitter: float) -> None:
 
 
 def test_the_policy_comes_from_the_renderer_settings() -> None:
-    settings = RendererSettings(render_max_attempts=3, retry_base_s=0.25, retry_cap_s=4.0)
-    assert RetryPolicy.of(settings) == RetryPolicy(3, 0.25, 4.0)
+    settings = RendererSettings(render_max_attempts=3, retry_base_s=0.25, retry_cap_s=4.0, storage_patience_s=60)
+    assert RetryPolicy.of(settings) == RetryPolicy(3, 0.25, 4.0, 60.0)

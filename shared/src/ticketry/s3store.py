@@ -118,8 +118,12 @@ class S3Store:
             return [exc for _ in items]
 
         async def put(order_id: str, ticket_id: str, pdf: bytes) -> None:
-            await s3.put_object(Bucket=self.bucket, Key=pdf_key(order_id, ticket_id), Body=pdf,
-                                ContentType="application/pdf")  # fmt: skip
+            try:
+                await s3.put_object(Bucket=self.bucket, Key=pdf_key(order_id, ticket_id), Body=pdf,
+                                    ContentType="application/pdf")  # fmt: skip
+            except (BotoCoreError, ClientError) as exc:
+                # The store's trouble, not the ticket's (the renderer waits an outage out).
+                raise StorageUnavailable(f"S3: {type(exc).__name__}: {exc}") from exc
 
         done = await asyncio.gather(*(put(*item) for item in items), return_exceptions=True)
         out: list[Exception | None] = []

@@ -29,6 +29,10 @@ class RendererSettings(CommonSettings):
     claim_interval_s: float = Field(default=1.0, gt=0)
     retry_base_s: float = Field(default=0.5, gt=0)
     retry_cap_s: float = Field(default=30.0, gt=0)
+    # The PDF store down: its errors are retried (backoff up to retry_cap_s) while
+    # the request is younger than this, however many attempts; then counted like
+    # a render error (TICKETRY_RENDER_MAX_ATTEMPTS) and dead-lettered.
+    storage_patience_s: float = Field(default=900.0, ge=0)
     drain_timeout_s: float = Field(default=20.0, gt=0)
     # A /metrics of this process's own (a Kubernetes pod); 0 = none. Under the
     # scaler's local backend the scaler serves every renderer's (see metrics.py).

@@ -6,7 +6,11 @@ Dramatiq's ``compute_backoff``:
 
 * :class:`DeadLetter` for an error retrying cannot cure (an entry that does
   not decode, ids we never issue), or once ``attempt`` (the delivery count,
-  XPENDING's ``times_delivered``) reaches ``policy.max_attempts``;
+  XPENDING's ``times_delivered``) reaches ``policy.max_attempts``; except that
+  the PDF store being down is not the ticket's fault: a ``storage`` error is
+  retried whatever the count while the request is younger (``age_s``, from
+  its stream id) than ``policy.storage_patience_s``, so an outage of the store
+  is waited out instead of failing every ticket rendered meanwhile;
 * :class:`RetryAfter` otherwise: a full-jitter exponential delay,
   ``jitter · min(cap, base · 2^(attempt-1))`` with ``jitter`` drawn by the
   caller from U[0, 1) (AWS architecture blog, "Exponential Backoff And Jitter");
@@ -40,6 +44,8 @@ class _RetrySettings(Protocol):
     def retry_base_s(self) -> float: ...
     @property
     def retry_cap_s(self) -> float: ...
+    @property
+    def storage_patience_s(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +55,15 @@ class RetryPolicy:
     max_attempts: int
     base_s: float
     cap_s: float
+    storage_patience_s: float = 0.0
 
     @classmethod
     def of(cls, settings: _RetrySettings) -> RetryPolicy:
-        """The renderer's policy (``TICKETRY_RENDER_MAX_ATTEMPTS``, ``TICKETRY_RETRY_BASE_S``, ``…_CAP_S``)."""
-        return cls(settings.render_max_attempts, settings.retry_base_s, settings.retry_cap_s)
+        """The renderer's policy (``TICKETRY_RENDER_MAX_ATTEMPTS``, ``TICKETRY_RETRY_BASE_S``,
+        ``…_CAP_S``, ``TICKETRY_STORAGE_PATIENCE_S``)."""
+        return cls(
+            settings.render_max_attempts, settings.retry_base_s, settings.retry_cap_s, settings.storage_patience_s
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +96,17 @@ def backoff_ceiling(attempt: int, base_s: float, cap_s: float) -> float:
     return min(cap_s, base_s * 2.0**exponent)
 
 
-def decide(attempt: int, kind: ErrorKind, reason: str, policy: RetryPolicy, jitter: float) -> Decision:
+def decide(
+    attempt: int, kind: ErrorKind, reason: str, policy: RetryPolicy, jitter: float, age_s: float = 0.0
+) -> Decision:
     """What to do with a request whose delivery ``attempt`` (1 = the first)
     failed with ``kind``; ``reason`` is what the dead letter will say;
-    ``jitter`` in [0, 1) picks the delay under the backoff ceiling."""
+    ``jitter`` in [0, 1) picks the delay under the backoff ceiling; ``age_s``:
+    how long ago the request was enqueued."""
     if kind in PERMANENT:
         return DeadLetter(reason, exhausted=False)
-    if attempt >= policy.max_attempts:
+    store_down = kind == "storage" and age_s < policy.storage_patience_s
+    if attempt >= policy.max_attempts and not store_down:
         return DeadLetter(reason, exhausted=True)
     delay = jitter * backoff_ceiling(attempt, policy.base_s, policy.cap_s)
     return RetryNow() if delay <= 0 else RetryAfter(delay)

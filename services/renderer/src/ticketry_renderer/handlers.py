@@ -318,7 +318,8 @@ class Worker:
             extra={"ticket_id": req.ticket_id, "order_id": req.order_id, "attempt": attempt, "error": reason},
         )
         kind: ErrorKind = "storage" if isinstance(exc, StorageUnavailable) else "render"
-        decision = decide(attempt, kind, reason, RetryPolicy.of(self.settings), self.rng.random())
+        age_s = time.time() - streams.stream_key(entry_id)[0] / 1000
+        decision = decide(attempt, kind, reason, RetryPolicy.of(self.settings), self.rng.random(), age_s)
         if not isinstance(decision, DeadLetter):
             delay = decision.delay_s if isinstance(decision, RetryAfter) else 0.0
             self.retry_due[(lane, entry_id)] = time.monotonic() + delay
