@@ -6,6 +6,8 @@
   ASCII names (``Buyer Number <i>``) and for a mix cycling through the names of
   every script of the chain plus Latin ones; the mix again with every name made
   unique (``<name> <i>``: no subset is reused), the acceptance being ≥ 70 % of ASCII;
+  then every PDF is read back (untimed, ``bench.pdfcheck``): no ``.notdef``
+  glyph and each holder extracted exactly, or the run fails;
 * per-ticket ms of the fast path in one process, per name;
 * the first ticket of a new event in a warm process: design built here, vs
   loaded from a stored design (``ticketry_renderer.designs``; the Redis GET,
@@ -45,18 +47,28 @@ def holder(kind: str, i: int) -> str:
 
 
 def _worker(kind: str, n: int, out_dir: str, q: mp.Queue[tuple[float, float]]) -> None:
+    """Render ``n`` tickets into ``out_dir`` (its own: the workers' ticket ids are the same)."""
     from ticketry_renderer.render import Design, render_ticket
+
+    from bench.pdfcheck import faults  # here: PyMuPDF stays out of the RSS worker
 
     design = Design.default()
     for i in range(len(MIX)):  # warm: the design, each font's preprocessed face
         render_ticket(sample_request(i).model_copy(update={"holder_name": holder(kind, i)}), design)
     out = Path(out_dir)
+    written = []
     t0, c0 = time.perf_counter(), time.process_time()
     for i in range(n):
         req = sample_request(i).model_copy(update={"holder_name": holder(kind, i + 10_000)})
-        (out / f"{kind}-{req.ticket_id}.pdf").write_bytes(render_ticket(req, design))
-    q.put((time.perf_counter() - t0, time.process_time() - c0))
+        path = out / f"{kind}-{req.ticket_id}.pdf"
+        path.write_bytes(render_ticket(req, design))
+        written.append((path, req.holder_name))
+    elapsed = (time.perf_counter() - t0, time.process_time() - c0)
     assert design.full_rendered == 0, "a name left the fast path"
+    # Untimed: every PDF read back draws no .notdef and extracts its holder as typed.
+    bad = [f"{p.name}: {f}" for p, name in written for f in faults(p.read_bytes(), name)]
+    assert not bad, bad[:5]
+    q.put(elapsed)
 
 
 def throughput(kind: str, per_worker: int, workers: int) -> tuple[float, float]:
@@ -65,7 +77,10 @@ def throughput(kind: str, per_worker: int, workers: int) -> tuple[float, float]:
     ctx = mp.get_context("spawn")
     q: mp.Queue[tuple[float, float]] = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
-        procs = [ctx.Process(target=_worker, args=(kind, per_worker, tmp, q)) for _ in range(workers)]
+        dirs = [Path(tmp) / str(w) for w in range(workers)]
+        for d in dirs:
+            d.mkdir()
+        procs = [ctx.Process(target=_worker, args=(kind, per_worker, str(d), q)) for d in dirs]
         for p in procs:
             p.start()
         elapsed = [q.get(timeout=1800) for _ in procs]

@@ -24,6 +24,7 @@ from ticketry.events import RenderRequest
 from ticketry.ids import MAX_TICKETS_PER_ORDER, new_id, ticket_id, ticket_ids
 from ticketry_renderer.render import Design, Undrawable, event_template, render_ticket, render_ticket_full
 
+from bench.pdfcheck import glyphs_drawn, mupdf_text, notdef
 from tests.helpers import decode_qr
 
 DPI = 100
@@ -142,29 +143,6 @@ WORLD_NAMES = [
     "สมชาย ใจดี",  # Thai
     "अमित शर्मा",  # Devanagari: a vowel sign before its consonant, a conjunct
 ]
-
-
-def glyphs_drawn(pdf: bytes) -> list[tuple[int, int, str]]:
-    """(character, glyph, font) of every glyph the page draws (PyMuPDF's trace)."""
-    doc = pymupdf.open(stream=pdf, filetype="pdf")
-    try:
-        return [(c[0], c[1], span["font"]) for span in doc[0].get_texttrace() for c in span["chars"]]
-    finally:
-        doc.close()
-
-
-def notdef(pdf: bytes) -> list[tuple[int, int, str]]:
-    """Glyphs drawn as .notdef (glyph 0)."""
-    return [g for g in glyphs_drawn(pdf) if g[1] == 0]
-
-
-def mupdf_text(pdf: bytes) -> str:
-    doc = pymupdf.open(stream=pdf, filetype="pdf")
-    try:
-        text: str = doc[0].get_text()
-    finally:
-        doc.close()
-    return text
 
 
 @pytest.mark.parametrize("holder", WORLD_NAMES)
