@@ -190,11 +190,18 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
             assert (await api.get("/metrics", headers=bearer(buyer))).status_code == 200
 
         # Then Prometheus sees the tickets rendered once each, and each answer counted once
-        async def rendered() -> bool:
+        # (each target is scraped on its own: wait until every one has been since)
+        async def scraped() -> bool:
             now = await prom.scalar("sum(ticketry_tickets_rendered_total)")
-            return now is not None and now - rendered_before >= TICKETS
+            checkins = await prom.scalar('sum(ticketry_checkins_total{outcome="unknown"})')
+            orders = [await prom.scalar(f'sum(ticketry_orders_total{{outcome="{o}"}})') for o in orders_before]
+            return (
+                now is not None and now - rendered_before >= TICKETS
+                and checkins is not None and checkins > unknown_before
+                and all(n is not None and n > b for n, b in zip(orders, orders_before.values(), strict=True))
+            )  # fmt: skip
 
-        await wait_until(rendered, 120)
+        await wait_until(scraped, 120)
         assert await prom.scalar("sum(ticketry_tickets_rendered_total)") == rendered_before + TICKETS
         assert await prom.scalar("sum(ticketry_tickets_failed_total)") == 0
         for outcome, before in orders_before.items():

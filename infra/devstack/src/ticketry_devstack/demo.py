@@ -35,7 +35,8 @@ async def demo(api_url: str, quantity: int) -> None:
             return
         order = r.json()
         print(f"order {order['id']}: {quantity} tickets, 202 after {1000 * (time.perf_counter() - t0):.0f} ms")
-        async with websockets.connect(f"{order['progress_url']}?token={buyer}") as ws:
+        # From the order's start (after=0-0): a small order may be rendered before the socket opens.
+        async with websockets.connect(f"{order['progress_url']}?token={buyer}&after=0-0") as ws:
             while True:
                 msg = orjson.loads(await ws.recv())
                 if msg["type"] in ("snapshot", "order.completed") or msg["rendered"] % max(quantity // 10, 1) == 0:
