@@ -16,7 +16,7 @@ from tests.conftest import TokenFactory, make_stack
 from tests.helpers import create_event, place_order
 
 pytestmark = pytest.mark.e2e
-TICKETS = 60  # enough that some events reach the socket live, not as a replay
+TICKETS = 500  # enough that some events reach the socket live, not as a replay (a design is ready at once)
 
 
 def spans(path: Path) -> list[dict[str, Any]]:
