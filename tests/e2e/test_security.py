@@ -19,8 +19,11 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pymongo import AsyncMongoClient
+from ticketry import streams
 from ticketry.auth import issue_token
 from ticketry.codes import InvalidCode, Keyring
+from ticketry.db import connect_redis
+from ticketry.events import decode_render_request
 from ticketry.settings import DEV_JWT_SECRET
 from ticketry_api.store.reads import POINT_READS_UP_TO
 from ticketry_devstack.procs import Stack
@@ -478,17 +481,28 @@ async def test_cancel_racing_a_scan_never_both_succeed(api: httpx.AsyncClient, t
 
 
 async def test_rotation_keeps_issued_codes_valid_and_scanners_verify_offline(
-    api: httpx.AsyncClient, world: World, token: TokenFactory
+    api: httpx.AsyncClient, world: World, token: TokenFactory, stack: Stack
 ) -> None:
     buyer, staff, admin = str(world.tokens["buyer_a"]), str(world.tokens["staff"]), str(world.tokens["admin"])
     before = (await place_order(api, buyer, world.event_id, 1)).json()
     (old_code,) = await codes_of(api, before, buyer)
 
     # When an admin rotates the signing key
-    rotated = await api.post("/v1/checkins/keys/rotate", headers=bearer(admin))
+    redis = connect_redis(stack.env["TICKETRY_REDIS_URL"])
+    try:
+        (last,) = await redis.xrevrange(streams.DESIGN_REQUESTS, count=1) or [(b"0-0", {})]
+        rotated = await api.post("/v1/checkins/keys/rotate", headers=bearer(admin))
+        since = await redis.xrange(streams.DESIGN_REQUESTS, f"({last[0].decode()}")
+        asked = [decode_render_request(fields) for _, fields in since]
+    finally:
+        await redis.aclose()
     assert rotated.status_code == 200
     new_kid = rotated.json()["active_kid"]
     assert new_kid != old_code.split(".")[1]
+    # Then the upcoming event's designs are asked for again, with the new key id
+    assert {(r.event_id, r.code.split(".")[1]) for r in asked if r.event_id == world.event_id} == {
+        (world.event_id, new_kid)
+    }
 
     # Then new tickets carry the new key id
     after = (await place_order(api, buyer, world.event_id, 1)).json()

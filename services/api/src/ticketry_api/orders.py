@@ -52,7 +52,7 @@ from ticketry import designs, fonts, streams
 from ticketry.auth import Principal
 from ticketry.codes import Keyring
 from ticketry.db import as_text
-from ticketry.documents import Event, Order, Tier, is_placed
+from ticketry.documents import Event, Order, Tier, is_placed, utcnow
 from ticketry.events import RenderRequest
 from ticketry.ids import is_valid_id, new_id, ticket_id, ticket_ids
 from ticketry.tracing import current_traceparent
@@ -229,6 +229,20 @@ async def request_designs(redis: Redis, keyring: Keyring, event: Event) -> list[
             for t in event.tier_list()
         ],
     )
+
+
+# After a key rotation, the designs of at most this many upcoming events are asked for again.
+UPCOMING_DESIGNS_MAX = 1000
+
+
+async def request_upcoming_designs(redis: Redis, keyring: Keyring) -> int:
+    """After a key rotation: ask for the designs of the events still to come
+    with the new key (a design prints its key id), so their next tickets do not
+    wait for one. Returns how many events were asked for."""
+    upcoming = await Event.find({"starts_at": {"$gt": utcnow()}}).limit(UPCOMING_DESIGNS_MAX).to_list()
+    for event in upcoming:
+        await request_designs(redis, keyring, event)
+    return len(upcoming)
 
 
 async def _admit(redis: Redis, principal: Principal, order: Order, tier: Tier, rates: RateSettings) -> None:

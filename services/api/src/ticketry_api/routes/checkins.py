@@ -12,6 +12,7 @@ from ticketry.codes import rotate_key
 from ticketry_api import checkins, metrics
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import PROBLEM, problems
+from ticketry_api.orders import request_upcoming_designs
 from ticketry_api.schemas import CheckinIn, CheckinOut, SigningKeysOut
 
 router = APIRouter(prefix="/v1/checkins", tags=["checkins"])
@@ -47,7 +48,9 @@ async def signing_keys(state: State, _: Annotated[Principal, Depends(require("st
 @router.post("/keys/rotate", response_model=SigningKeysOut, responses=problems(401, 403))
 async def rotate_signing_key(state: State, _: Annotated[Principal, Depends(require("admin"))]) -> SigningKeysOut:
     """Make a new signing key active (admin). Codes already issued keep verifying
-    with their own key; other api processes pick the new key up within seconds."""
+    with their own key; other api processes pick the new key up within seconds.
+    The designs of upcoming events are asked for again, with the new key id."""
     rotate_key(state.settings.keys_dir)
     state.keyring.refresh(force=True)
+    await request_upcoming_designs(state.redis, state.keyring)
     return _keys_out(state)
