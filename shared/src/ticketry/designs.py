@@ -32,6 +32,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from ticketry import streams
+from ticketry.db import as_text
 from ticketry.events import RenderRequest
 
 
@@ -94,7 +95,7 @@ async def handled(redis: Redis, ids: Sequence[str]) -> bool:
         pipe.xinfo_groups(streams.DESIGN_REQUESTS)
         pipe.xpending_range(streams.DESIGN_REQUESTS, streams.DESIGNERS_GROUP, lo, hi, len(keys))
         groups, pending = await pipe.execute()
-    group = next((g for g in groups if _text(g["name"]) == streams.DESIGNERS_GROUP), None)
+    group = next((g for g in groups if as_text(g["name"]) == streams.DESIGNERS_GROUP), None)
     if group is None or streams.stream_key(group["last-delivered-id"]) < max(keys):
         return False
     return not {streams.stream_key(p["message_id"]) for p in pending} & set(keys)
@@ -117,10 +118,6 @@ async def wait_built(redis: Redis, ids: Sequence[str], timeout_s: float) -> bool
     except RedisError:
         return False
     return True
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 async def load(redis: Redis, digest: str) -> bytes | None:
