@@ -35,12 +35,18 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+def _unavailable(exc: BotoCoreError | ClientError) -> StorageUnavailable:
+    """What the callers of the store see of an S3 client error: the store is
+    unreachable or refused (the cause is chained where it is raised)."""
+    return StorageUnavailable(f"S3: {type(exc).__name__}: {exc}")
+
+
 def _unless_missing(exc: BotoCoreError | ClientError) -> None:
     """Return when ``exc`` says the object (or bucket) is not there; else the
     store is unreachable or refused: :class:`StorageUnavailable`."""
     if isinstance(exc, ClientError) and _code(exc) in _MISSING:
         return
-    raise StorageUnavailable(f"S3: {exc}") from exc
+    raise _unavailable(exc) from exc
 
 
 class S3Store:
@@ -86,7 +92,7 @@ class S3Store:
                     await self._open()
                 except (BotoCoreError, ClientError) as exc:
                     await self._stack.aclose()
-                    raise StorageUnavailable(f"S3: {type(exc).__name__}: {exc}") from exc
+                    raise _unavailable(exc) from exc
         assert self._client is not None
         return self._client
 
@@ -123,7 +129,7 @@ class S3Store:
                                     ContentType="application/pdf")  # fmt: skip
             except (BotoCoreError, ClientError) as exc:
                 # The store's trouble, not the ticket's (the renderer waits an outage out).
-                raise StorageUnavailable(f"S3: {type(exc).__name__}: {exc}") from exc
+                raise _unavailable(exc) from exc
 
         done = await asyncio.gather(*(put(*item) for item in items), return_exceptions=True)
         out: list[Exception | None] = []
@@ -153,7 +159,7 @@ class S3Store:
                     return found
                 kwargs["ContinuationToken"] = page["NextContinuationToken"]
         except (BotoCoreError, ClientError) as exc:
-            raise StorageUnavailable(f"S3: {exc}") from exc
+            raise _unavailable(exc) from exc
 
     async def exists(self, order_id: str, ticket_id: str) -> bool:
         try:
@@ -220,7 +226,7 @@ class S3Store:
                     return
                 kwargs["ContinuationToken"] = page["NextContinuationToken"]
         except (BotoCoreError, ClientError) as exc:
-            raise StorageUnavailable(f"S3: {exc}") from exc
+            raise _unavailable(exc) from exc
 
     async def aclose(self) -> None:
         self._client = self._presigner = None
