@@ -31,7 +31,7 @@ from typing import Any, Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from ticketry import streams
+from ticketry import db, streams
 from ticketry.db import as_text
 from ticketry.events import RenderRequest
 
@@ -39,11 +39,7 @@ from ticketry.events import RenderRequest
 async def ensure_group(redis: Redis) -> None:
     """The ``designers`` group on the request stream, from its first entry
     (idempotent; requests appended before any renderer started are kept)."""
-    try:
-        await redis.xgroup_create(streams.DESIGN_REQUESTS, streams.DESIGNERS_GROUP, id="0", mkstream=True)
-    except ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
+    await db.ensure_group(redis, streams.DESIGN_REQUESTS, streams.DESIGNERS_GROUP)
 
 
 async def request_designs(redis: Redis, samples: Sequence[RenderRequest]) -> list[str]:
