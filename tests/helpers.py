@@ -30,6 +30,14 @@ async def ws_outcome(url: str) -> tuple[str, int | None]:
         return "closed", exc.rcvd.code if exc.rcvd else None
 
 
+async def until(pred: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    """Wait for ``pred()`` to hold; the deadline is far above need, only a bound on a hang."""
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
 def bearer(tok: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {tok}"}
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable
 
 import pytest
 from redis.asyncio import Redis
 from ticketry.consumer import GroupConsumer
 from ticketry.db import Entry, ensure_group, entries_of, next_cursor
+
+from tests.helpers import until
 
 STREAM, GROUP, CONSUMER = "test:cursor", "folders", "c1"
 
@@ -88,22 +88,14 @@ async def test_a_group_consumer_rides_out_a_failed_batch_and_a_lost_group(redis:
     task = asyncio.create_task(consumer.run(stop))
     try:
         # Then the failed batch comes again, each entry handled once, in order
-        await wait_for(lambda: handled == first)
+        await until(lambda: handled == first)
         # When the group is lost (NOGROUP on the next read) and new entries come
         await redis.xgroup_destroy(STREAM, GROUP)
         later = [await redis.xadd(STREAM, {"n": "later"})]
         # Then the consumer makes its group again (from the start: every entry
         # is new to it) and goes on; nothing is left pending
-        await wait_for(lambda: handled[len(first) :] == [*first, *later])
+        await until(lambda: handled[len(first) :] == [*first, *later])
         assert (await redis.xpending(STREAM, GROUP))["pending"] == 0
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
-
-
-async def wait_for(pred: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    """Until ``pred()`` (a bound on a hang only)."""
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        assert time.monotonic() < deadline, "condition not met"
-        await asyncio.sleep(0.02)

@@ -1,15 +1,10 @@
 """Designs built before they are needed: asked for by the api, built by one
 renderer, stored in Redis and loaded (not rebuilt) by every other renderer
-process, against a real redis-server started here."""
+process, against the module's real redis-server (tests/unit/conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
-import time
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -21,46 +16,6 @@ from ticketry_renderer.render import Design, event_template, render_ticket, temp
 
 from tests.helpers import decode_qr
 from tests.unit.test_render_fidelity import Signer, request, text_of
-
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
-    data = tmp_path_factory.mktemp("designs-redis")
-    proc = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--save", "",
-         "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "redis did not start"
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-@pytest.fixture
-async def redis(redis_server: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_server)
-    await client.flushall()
-    yield client
-    await client.aclose()
 
 
 @pytest.fixture

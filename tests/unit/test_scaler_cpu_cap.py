@@ -4,11 +4,8 @@ and the backend with real children that wait or spin."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +22,8 @@ from ticketry_scaler.cpu import (
     parse_stat_cpu,
     usable_cores,
 )
+
+from tests.helpers import until
 
 
 @pytest.mark.parametrize(
@@ -173,14 +172,6 @@ while True:
 """
 
 
-async def _until(cond: Callable[[], bool], timeout: float = 60.0) -> None:
-    """Wait for ``cond``; the deadline is far above need, only a bound on a hang."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
-
-
 def _backend(tmp_path: Path, cap: int | None, maximum: int = 3) -> LocalBackend:
     """Thresholds far below the product's (a spinning child "has the cores" at
     5 % of one), so the outcome does not depend on how loaded this machine is:
@@ -218,7 +209,7 @@ async def _windows(backend: LocalBackend, n: int) -> None:
                 marks[i], seen[i] = child.meter.mark_t, seen[i] + 1
         return all(v >= n for v in seen.values())
 
-    await _until(advanced)
+    await until(advanced)
 
 
 async def test_waiting_children_run_past_the_cap_cpu_bound_ones_are_shed_to_it(tmp_path: Path) -> None:
@@ -228,14 +219,14 @@ async def test_waiting_children_run_past_the_cap_cpu_bound_ones_are_shed_to_it(t
         # Given three wanted on a cap of one, and children that wait rather than compute
         await backend.scale(3)
         # Then all three run (one at a time past the cap, each once the others are measured)
-        await _until(lambda: _running(backend) == 3)
+        await until(lambda: _running(backend) == 3)
         status = await backend.status()
         assert (status.target, status.running, status.cores_full) == (3, 3, False)
 
         # When they all turn CPU-bound, then those past the cap are drained, the
         # highest slots first, down to one, which is then held: the cores are full
         (tmp_path / "out" / "spin").touch()
-        await _until(lambda: _running(backend) == 1 and not backend._draining)
+        await until(lambda: _running(backend) == 1 and not backend._draining)
         await _windows(backend, 3)
         status = await backend.status()
         assert (status.target, status.running, status.cores_full) == (3, 1, True)
@@ -244,7 +235,7 @@ async def test_waiting_children_run_past_the_cap_cpu_bound_ones_are_shed_to_it(t
 
         # When it waits again, then the backend grows back to what is wanted
         (tmp_path / "out" / "spin").unlink()
-        await _until(lambda: _running(backend) == 3)
+        await until(lambda: _running(backend) == 3)
     finally:
         await backend.aclose()
 
@@ -256,7 +247,7 @@ async def test_without_a_cap_busy_children_all_run(tmp_path: Path) -> None:
     await backend.start()
     try:
         await backend.scale(2)
-        await _until(lambda: _running(backend) == 2)
+        await until(lambda: _running(backend) == 2)
         assert not (await backend.status()).cores_full
     finally:
         await backend.aclose()

@@ -8,7 +8,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -18,6 +17,7 @@ from ticketry_scaler.backends.local import RENDERER_NAME_ENV, LocalBackend
 from ticketry_scaler.backends.prefork import Prefork, console_entry
 
 from tests import fake_renderer
+from tests.helpers import until
 
 
 @dataclass
@@ -73,14 +73,6 @@ def _pid_of(out: Path, consumer: str) -> int:
     return int(mark.split(".")[1])
 
 
-async def _until(cond: Callable[[], bool], timeout: float = 60.0) -> None:
-    """Wait for ``cond``; the deadline is far above need, only a bound on a hang."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -97,7 +89,7 @@ async def test_start_runs_min_and_names_each_child(fake: Fake) -> None:
     backend = fake.backend(minimum=2)
     await backend.start()
     try:
-        await _until(lambda: len(_marks(out, "start")) == 2)
+        await until(lambda: len(_marks(out, "start")) == 2)
         status = await backend.status()
         assert (status.target, status.running) == (2, 2)
         assert status.consumers == {"test-host-r0", "test-host-r1"}
@@ -114,14 +106,14 @@ async def test_crashed_child_is_restarted_under_its_name(fake: Fake) -> None:
     backend = fake.backend(minimum=1)
     await backend.start()
     try:
-        await _until(lambda: len(_marks(out, "start")) == 1)
+        await until(lambda: len(_marks(out, "start")) == 1)
         first_pid = int(_marks(out, "start")[0].split(".")[1])
         # When the renderer is SIGKILLed, then a new one starts with the same consumer name.
         os.kill(first_pid, signal.SIGKILL)
-        await _until(lambda: len(_marks(out, "start")) == 2)
+        await until(lambda: len(_marks(out, "start")) == 2)
         names = {m.split(".")[0] for m in _marks(out, "start")}
         assert names == {"test-host-r0"}
-        await _until(lambda: backend.restarts == 1 and not _alive(first_pid))
+        await until(lambda: backend.restarts == 1 and not _alive(first_pid))
         assert (await backend.status()).running == 1
     finally:
         await backend.aclose()
@@ -134,7 +126,7 @@ async def test_crash_loop_backs_off(fake: Fake) -> None:
     await backend.start()
     try:
         # When it has started five times (however long its starts take here)
-        await _until(lambda: len(_marks(out, "start")) >= 5)
+        await until(lambda: len(_marks(out, "start")) >= 5)
     finally:
         await backend.aclose()
     # Then each restart waited at least its backoff, 0.2, 0.4, 0.8 then 1.6 s, so
@@ -155,19 +147,19 @@ async def test_scale_down_drains_highest_slots_and_never_below_min(
     await backend.start()
     try:
         await backend.scale(10)  # capped at max
-        await _until(lambda: len(_marks(out, "start")) == 3)
+        await until(lambda: len(_marks(out, "start")) == 3)
         assert (await backend.status()).target == 3
         await backend.scale(0)  # floored at min
-        await _until(lambda: len(_marks(out, "term")) == 2)
+        await until(lambda: len(_marks(out, "term")) == 2)
         assert {m.split(".")[0] for m in _marks(out, "term")} == {"test-host-r1", "test-host-r2"}
         status = await backend.status()
         assert (status.target, status.running) == (1, 1)
-        await _until(lambda: not backend._draining)
+        await until(lambda: not backend._draining)
         # Then the drained children are not restarted: when the one left is SIGKILLed,
         # its restart (seen) is the only one; a restart of a drained child, gone
         # before it, would have come no later
         os.kill(_pid_of(out, "test-host-r0"), signal.SIGKILL)
-        await _until(lambda: backend.restarts >= 1 and len(_marks(out, "start")) >= 4)
+        await until(lambda: backend.restarts >= 1 and len(_marks(out, "start")) >= 4)
         assert backend.restarts == 1
         names = sorted(m.split(".")[0] for m in _marks(out, "start"))
         assert names == ["test-host-r0", "test-host-r0", "test-host-r1", "test-host-r2"]
@@ -179,7 +171,7 @@ async def test_straggler_is_killed_after_the_drain_bound(fake: Fake) -> None:
     out, drain_timeout_s = fake.out, 1.0
     backend = fake.backend("ignore-term", minimum=1, drain_timeout_s=drain_timeout_s)
     await backend.start()
-    await _until(lambda: len(_marks(out, "start")) == 1)
+    await until(lambda: len(_marks(out, "start")) == 1)
     pid = int(_marks(out, "start")[0].split(".")[1])
     # When it is drained, it gets SIGTERM, ignores it (writes its mark), and is
     # SIGKILLed at the bound: not before, and the close does not hang (a wait
@@ -196,10 +188,10 @@ async def test_slot_name_not_reused_while_draining(fake: Fake) -> None:
     await backend.start()
     try:
         await backend.scale(1)
-        await _until(lambda: len(_marks(out, "start")) == 1)
+        await until(lambda: len(_marks(out, "start")) == 1)
         await backend.scale(0)  # r0 drains (ignores SIGTERM for 2 s)
         await backend.scale(1)  # must not start a second "r0" meanwhile
-        await _until(lambda: len(_marks(out, "start")) == 2)
+        await until(lambda: len(_marks(out, "start")) == 2)
         assert {m.split(".")[0] for m in _marks(out, "start")} == {"test-host-r0", "test-host-r1"}
     finally:
         await backend.aclose()
@@ -217,7 +209,7 @@ async def test_child_runs_in_its_own_session(fake: Fake) -> None:
     backend = fake.backend(minimum=1)
     await backend.start()
     try:
-        await _until(lambda: len(_marks(fake.out, "start")) == 1)
+        await until(lambda: len(_marks(fake.out, "start")) == 1)
         pid = int(_marks(fake.out, "start")[0].split(".")[1])
         assert os.getsid(pid) == pid  # a terminal's Ctrl-C reaches the scaler only, which drains it
     finally:
