@@ -24,7 +24,8 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import pymongo
@@ -153,8 +154,8 @@ async def connect_mongo(
 
     Only the api (the schema's owner) creates indexes, one ``createIndexes`` per
     index: FerretDB 1.24 panics when one call re-creates several existing ones.
-    A model's ``query_indexes`` serve list queries only and are created where
-    the store can use them (not on FerretDB, see :func:`is_ferretdb`).
+    A model's ``query_indexes`` serve queries by other fields than ``_id`` and
+    are created where the store uses them (:attr:`StoreTraits.indexed_queries`).
     """
     client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
         url, tz_aware=True, maxPoolSize=pool_size, **mongo_options(url)
@@ -163,7 +164,7 @@ async def connect_mongo(
     await wait_for_mongo(client, startup_wait_s)
     await init_beanie(database=client[db_name], document_models=ALL_DOCUMENTS, skip_indexes=True)
     if create_indexes:
-        query_indexes = not await is_ferretdb(client)
+        query_indexes = (await store_traits(client)).indexed_queries
         # A deadline of its own for the whole block, instead of the socket timeout.
         with pymongo.timeout(MONGO_INDEX_TIMEOUT_S):
             for model in ALL_DOCUMENTS:
@@ -176,10 +177,34 @@ async def connect_mongo(
     return client
 
 
-async def is_ferretdb(client: AsyncMongoClient[dict[str, object]]) -> bool:
-    """True when the server is FerretDB (its ``buildInfo`` names it)."""
-    info = await client.admin.command("buildInfo")
-    return "ferretdb" in info
+@dataclass(frozen=True)
+class StoreTraits:
+    """What the MongoDB-wire server behind ``TICKETRY_MONGO_URL`` does well,
+    told by its ``buildInfo`` at start-up (capability detection).
+
+    FerretDB v1 names itself there (``ferretdbVersion``); on its SQLite backend
+    only a filter that is exactly ``{"_id": …}`` is served by an index, any
+    other filter or sort decodes the whole collection. Any other server is
+    taken to be MongoDB, where indexed filters and sorts are served by their
+    indexes. Every read the store makes is correct either way; the traits
+    only choose the cheaper one (``ticketry_api.store``).
+    """
+
+    server: str  # for the logs: "FerretDB 1.24.2 (MongoDB 7.0.42 wire)", "MongoDB 8.0.4"
+    indexed_queries: bool  # filters and sorts on indexed fields other than _id use their index
+
+    @classmethod
+    def of(cls, build_info: Mapping[str, Any]) -> StoreTraits:
+        """The traits a ``buildInfo`` reply tells."""
+        version = str(build_info.get("version", "unknown"))
+        if "ferretdbVersion" in build_info:
+            return cls(f"FerretDB {build_info['ferretdbVersion']} (MongoDB {version} wire)", indexed_queries=False)
+        return cls(f"MongoDB {version}", indexed_queries=True)
+
+
+async def store_traits(client: AsyncMongoClient[dict[str, object]]) -> StoreTraits:
+    """The traits of the server ``client`` talks to (one ``buildInfo``)."""
+    return StoreTraits.of(await client.admin.command("buildInfo"))
 
 
 async def ensure_group(redis: Redis, stream: str, group: str, *, start: str = "0") -> None:

@@ -217,6 +217,8 @@ class Reservation(Document):
             pymongo.IndexModel([("tag", 1)], unique=True),
             pymongo.IndexModel([("orders", 1)]),
         ]
+        # The head by one query where the store serves it by index (not FerretDB v1).
+        query_indexes: ClassVar[list[pymongo.IndexModel]] = [pymongo.IndexModel([("event_id", 1), ("seq", -1)])]
 
 
 class OrderFate(Document):

@@ -14,7 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 from ticketry import fonts
 from ticketry.codes import load_keyring
-from ticketry.db import connect_mongo, ensure_groups
+from ticketry.db import connect_mongo, ensure_groups, store_traits
 from ticketry.runtime import freeze_startup_heap
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
@@ -57,7 +57,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
         # The fonts that judge holder names load here, not in the first order.
         await asyncio.to_thread(fonts.fits, "Ticketry")
-        db = Store.create()
+        traits = await store_traits(mongo)
+        log.info("store: %s", traits.server, extra={"indexed_queries": traits.indexed_queries})
+        db = Store.create(traits)
         app.state.ticketry = AppState(settings, redis, keyring, db)
         # Fail at start-up, not on every request, when the token keys are unusable.
         app.state.ticketry.token_verifier()
@@ -74,7 +76,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                 )
             )
         )  # fmt: skip
-        tasks.append(asyncio.create_task(webhooks.run(redis, stop)))  # webhook dispatcher + sender
+        tasks.append(asyncio.create_task(webhooks.run(redis, db.reads, stop)))  # webhook dispatcher + sender
         tasks.append(asyncio.create_task(waitingroom.run(redis, db, app.state.admission, settings, stop)))  # admission
         if settings.pdf_retention_days:  # PDFs of past events (retention.py)
             pdfs = app.state.ticketry.pdf_store()

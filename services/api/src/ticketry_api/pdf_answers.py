@@ -48,7 +48,7 @@ async def joined_pdf(state: AppState, order: Order, part: int) -> Response:
     if status == "cancelled":
         raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
     ids = tickets_of(order, part * PART_SIZE, PART_SIZE)
-    statuses = await order_ticket_statuses(order, ids, all_rendered=status == "completed")
+    statuses = await order_ticket_statuses(state.db.reads, order, ids, all_rendered=status == "completed")
     rendered = [t for t in ids if statuses.get(t) in ("rendered", "checked_in")]
     if not rendered:
         raise Problem(409, "not rendered", "none of these tickets is rendered yet")

@@ -19,7 +19,7 @@ from ticketry.db import as_text
 from ticketry.documents import Checkin, Order, OrderState, PublicOrderStatus, TicketState, TicketStatus, is_placed
 from ticketry.ids import order_of_ticket
 
-from ticketry_api.store.reads import find_by_ids
+from ticketry_api.store.reads import Reads
 
 
 @dataclass(frozen=True)
@@ -64,27 +64,26 @@ async def ticket_status(ticket: TicketOf) -> TicketStatus:
 
 
 async def order_ticket_statuses(
-    order: Order, ids: list[str] | None = None, *, all_rendered: bool = False
+    reads: Reads, order: Order, ids: list[str] | None = None, *, all_rendered: bool = False
 ) -> dict[str, TicketStatus]:
     """Every ticket of an order → its status. ``all_rendered``: the order is
     ``completed`` (every ticket rendered, none failed), so the render outcomes
     need no reading, only the check-ins.
 
-    An order of up to ``store.reads.POINT_READS_UP_TO`` tickets is read by
-    ``_id``, a point read or two a ticket, side by side; a bigger order takes
-    a scan by ``order_id`` (``store.reads.find_by_ids``: FerretDB v1 decodes
-    the whole collection for any filter but one on ``_id``; on MongoDB both
-    are indexed). ``ids``: only these tickets of the order (a page of them)."""
+    Read by the tickets' ids (``Reads.by_ids``: on FerretDB a point read or
+    two a ticket, side by side, up to ``POINT_READS_UP_TO`` tickets and a scan
+    by ``order_id`` above; on MongoDB indexed queries). ``ids``: only these
+    tickets of the order (a page of them)."""
     ids = order.ticket_ids if ids is None else ids
     if order.status == "cancelled":
         return dict.fromkeys(ids, "cancelled")
     checkins = Checkin.get_pymongo_collection()
-    admitted_docs = find_by_ids(checkins, ids, {"order_id": order.id}, {"_id": 1})
+    admitted_docs = reads.by_ids(checkins, ids, {"order_id": order.id}, {"_id": 1})
     if all_rendered:
         rendered: dict[str, TicketStatus] = dict.fromkeys(ids, "rendered")
         admitted = await admitted_docs
     else:
-        states = find_by_ids(TicketState.get_pymongo_collection(), ids, {"order_id": order.id}, {"status": 1})
+        states = reads.by_ids(TicketState.get_pymongo_collection(), ids, {"order_id": order.id}, {"status": 1})
         admitted, done = await asyncio.gather(admitted_docs, states)
         rendered = {s["_id"]: s["status"] for s in done}
     out: dict[str, TicketStatus] = {t: rendered.get(t, "queued") for t in ids}

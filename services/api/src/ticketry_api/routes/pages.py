@@ -124,7 +124,7 @@ async def order_state(order_id: str, who: Reader, state: State) -> OrderPage:
     order = Order.model_validate({**doc, "ticket_ids": []})
     status, rendered, failed = await order_outcome(state.redis, order)
     ids = [ticket_id(order.id, n) for n in range(order.quantity)]
-    statuses = await order_ticket_statuses(order, ids, all_rendered=status == "completed")
+    statuses = await order_ticket_statuses(state.db.reads, order, ids, all_rendered=status == "completed")
     lines = [TicketLine(id=t, holder=order.holder_of(n), status=statuses.get(t, "queued")) for n, t in enumerate(ids)]
     tier = event.tier(order.tier)
     return OrderPage(

@@ -14,22 +14,29 @@ its own (its tag keeps it once-only).
 
 Each entry also carries what each tier has sold after it, so a reservation is
 checked against the event's capacity and its tier's in the same insert.
+
+The head (the newest entry) is found by point reads on FerretDB (:func:`head`)
+and by one indexed query on MongoDB (:func:`newest`), as the store's traits
+say. The ledger itself is the same on both: see ``docs/decisions.md``
+("Capacity is a ledger on MongoDB too").
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from ticketry.db import StoreTraits
 from ticketry.documents import Event, Reservation
 
 from ticketry_api.errors import Problem
 from ticketry_api.store.ledger_core import Head, batches, find_head, fit
 from ticketry_api.store.writer import Chain, Step, Writer, settle
 
-__all__ = ["Head", "Ledger", "head"]
+__all__ = ["Head", "Ledger", "head", "newest"]
 
 _MAX_TRIES = 200
 
@@ -70,23 +77,44 @@ async def head(event_id: str, known: Head | None = None) -> Head:
     col = Reservation.get_pymongo_collection()
 
     async def entry_at(seq: int) -> Head | None:
-        doc = await col.find_one({"_id": _entry_id(event_id, seq)}, {"sold_after": 1, "tier_sold": 1})
-        return None if doc is None else Head(seq, int(doc["sold_after"]), dict(doc.get("tier_sold") or {}))
+        doc = await col.find_one({"_id": _entry_id(event_id, seq)}, _HEAD_FIELDS)
+        return None if doc is None else _head_of(doc)
 
     return await find_head(entry_at, known)
+
+
+async def newest(event_id: str) -> Head:
+    """The newest ledger entry (``Head()`` for none) by one query: the event's
+    entries by ``seq`` descending, on the ``(event_id, seq)`` index."""
+    col = Reservation.get_pymongo_collection()
+    found = await col.find({"event_id": event_id}, _HEAD_FIELDS).sort("seq", -1).limit(1).to_list()
+    return _head_of(found[0]) if found else Head()
+
+
+_HEAD_FIELDS = {"seq": 1, "sold_after": 1, "tier_sold": 1}
+
+
+def _head_of(doc: Mapping[str, Any]) -> Head:
+    return Head(int(doc["seq"]), int(doc["sold_after"]), dict(doc.get("tier_sold") or {}))
 
 
 class Ledger:
     """Every event's ledger writer in this process; its entries go through ``writer``."""
 
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: Writer, traits: StoreTraits) -> None:
         self.writer = writer
+        self._indexed = traits.indexed_queries
         self._events: dict[str, _EventLedger] = {}
 
     async def sold(self, event_id: str) -> Head:
         """What the event has sold, in all and per tier."""
         hint = ledger.head if (ledger := self._events.get(event_id)) is not None else None
-        return await head(event_id, hint)
+        return await self._head(event_id, hint)
+
+    async def _head(self, event_id: str, known: Head | None = None) -> Head:
+        """The newest entry, as the store finds it cheapest (``known``: an
+        entry that exists, where point reads start)."""
+        return await newest(event_id) if self._indexed else await head(event_id, known)
 
     async def reserve(
         self, event: Event, order_id: str, tier: str, quantity: int, then: Sequence[Step] = ()
@@ -143,14 +171,14 @@ class Ledger:
         # appended meanwhile, seq+1 is taken, the insert fails, and only then is the
         # head looked up (forward from the hint).
         fresh = ledger.head is None
-        known = ledger.head or await head(event.id)
+        known = ledger.head or await self._head(event.id)
         caps = {t.id: t.capacity for t in event.tier_list()}
         for _ in range(_MAX_TRIES):
             took = fit(wants, known, event.capacity, caps, check=check)
             taken, after, tier_after = took.taken, took.sold, took.tier_sold
             if len(taken) < len(wants) and not fresh:
                 # The hint may predate a release elsewhere: find the head first.
-                known, fresh = await head(event.id, known), True
+                known, fresh = await self._head(event.id, known), True
                 continue
             chains: dict[_Want, Chain] = {}
             first = taken[0] if taken else None
@@ -173,7 +201,7 @@ class Ledger:
                     nxt = await col.find_one({"_id": entry.id}, {"tag": 1})
                     if nxt is not None and nxt["tag"] != tag:
                         await asyncio.sleep(random.uniform(0, 0.002))  # noqa: S311 - jitter only
-                        known, fresh = await head(event.id, known), True
+                        known, fresh = await self._head(event.id, known), True
                         continue
                     for c in chains.values():  # not written with the entry (it met a duplicate)
                         self.writer.start(c)

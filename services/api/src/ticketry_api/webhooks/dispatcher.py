@@ -31,7 +31,7 @@ from ticketry.documents import Order
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.webhook_documents import WebhookEndpoint
 
-from ticketry_api.store.reads import find_each
+from ticketry_api.store.reads import Reads
 from ticketry_api.webhooks import index
 from ticketry_api.webhooks.models import Delivery, message_id, payload, webhook_type
 
@@ -58,7 +58,7 @@ async def orders_to_read(redis: Redis, order_ids: list[str]) -> list[str]:
     return [o for o in order_ids if (e := events[o]) is None or e in hooked]
 
 
-async def deliveries_for(redis: Redis, events: list[TicketEvent]) -> list[Delivery]:
+async def deliveries_for(redis: Redis, reads: Reads, events: list[TicketEvent]) -> list[Delivery]:
     """The deliveries a batch of ticket events asks for."""
     wanted = [(ev, t) for ev in events if (t := webhook_type(ev)) is not None]
     if not wanted:
@@ -71,7 +71,7 @@ async def deliveries_for(redis: Redis, events: list[TicketEvent]) -> list[Delive
         return []
     ORDER_READS.inc(len(order_ids))
     readable = set(order_ids)
-    orders = await find_each(orders_col, order_ids, _ORDER_FIELDS)  # by _id: an $in would scan
+    orders = await reads.each(orders_col, order_ids, _ORDER_FIELDS)
     endpoints_col = WebhookEndpoint.get_pymongo_collection()
     event_ids = sorted({d["event_id"] for d in orders.values()})
     hooks = await asyncio.gather(
@@ -94,7 +94,7 @@ async def deliveries_for(redis: Redis, events: list[TicketEvent]) -> list[Delive
     return out
 
 
-async def dispatch(redis: Redis, entries: list[Entry]) -> int:
+async def dispatch(redis: Redis, reads: Reads, entries: list[Entry]) -> int:
     """Turn a batch of ticket-event entries into deliveries and ack them; how
     many deliveries were appended."""
     events: list[TicketEvent] = []
@@ -105,7 +105,7 @@ async def dispatch(redis: Redis, entries: list[Entry]) -> int:
             events.append(decode_ticket_event(entry_id, fields))
         except DecodeError:
             log.error("webhooks: undecodable ticket event skipped", extra={"entry": entry_id})
-    deliveries = await deliveries_for(redis, events)
+    deliveries = await deliveries_for(redis, reads, events)
     async with redis.pipeline(transaction=True) as pipe:
         for d in deliveries:
             pipe.xadd(streams.WEBHOOK_DELIVERIES, d.to_fields())  # type: ignore[arg-type]
@@ -118,14 +118,14 @@ async def dispatch(redis: Redis, entries: list[Entry]) -> int:
 
 
 async def run_dispatcher(
-    redis: Redis, consumer: str, stop: asyncio.Event, *, claim_idle_ms: int = CLAIM_IDLE_MS
+    redis: Redis, reads: Reads, consumer: str, stop: asyncio.Event, *, claim_idle_ms: int = CLAIM_IDLE_MS
 ) -> None:
     """Dispatch until ``stop``; never dies on a bad entry or a Redis restart
     (``ticketry.consumer``). The group starts at the stream's end (``$``): when
     webhooks are first deployed there are no endpoints for the events already there."""
 
     async def handle(entries: list[Entry]) -> None:
-        await dispatch(redis, entries)
+        await dispatch(redis, reads, entries)
 
     await GroupConsumer(
         redis, streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, consumer, handle, "webhooks dispatcher", log,
