@@ -189,8 +189,7 @@ class Worker:
         for i, (entry_id, req) in enumerate(decoded):
             if req.order_id in cancelled:
                 pipe.xack(lane, streams.RENDERERS_GROUP, entry_id)
-                self.retry_due.pop((lane, entry_id), None)
-                self.errors.pop(entry_id, None)
+                self._forget(lane, entry_id)
                 metrics.SKIPPED.inc()
                 continue
             try:
@@ -336,8 +335,7 @@ class Worker:
         """Queue the ticket's final event (exactly once, see ``ticketry.emit``),
         its dead letter with it when it failed for good, and the ack of its
         request; its retry bookkeeping ends here."""
-        self.retry_due.pop((lane, entry_id), None)
-        self.errors.pop(entry_id, None)
+        self._forget(lane, entry_id)
         queue_final(
             pipe,
             order_id=req.order_id,
@@ -353,6 +351,11 @@ class Worker:
             entry_id=entry_id,
             dead_letter=dead_letter,
         )  # fmt: skip
+
+    def _forget(self, lane: str, entry_id: str) -> None:
+        """End an entry's retry bookkeeping (it is acked in the same pipeline)."""
+        self.retry_due.pop((lane, entry_id), None)
+        self.errors.pop(entry_id, None)
 
     def _park(
         self,
