@@ -358,7 +358,13 @@ async def test_an_organiser_pauses_and_resumes_admission(api: httpx.AsyncClient,
     event = await create_event(api, org, capacity=1, waiting_room=True)
     eid = event["id"]
     r = await api.post(f"/v1/events/{eid}/queue/pause", headers=bearer(org))
-    assert r.status_code == 200 and r.json() == {"event_id": eid, "paused": True, "waiting": 0, "admitted": 0}, r.text
+    assert r.status_code == 200 and r.json() == {
+        "event_id": eid,
+        "paused": True,
+        "waiting": 0,
+        "admitted": 0,
+        "closed": False,
+    }
     # And nobody else may: another organiser, a buyer (403 problem+json); an unknown event is 404
     for who in (token("room-org-7", "organizer"), token("room-pause-buyer", "buyer")):
         for action in ("pause", "resume"):
@@ -390,7 +396,13 @@ async def test_an_organiser_pauses_and_resumes_admission(api: httpx.AsyncClient,
 
         # When the organiser resumes it
         r = await api.post(f"/v1/events/{eid}/queue/resume", headers=bearer(org))
-        assert r.status_code == 200 and r.json() == {"event_id": eid, "paused": False, "waiting": 2, "admitted": 0}
+        assert r.status_code == 200 and r.json() == {
+            "event_id": eid,
+            "paused": False,
+            "waiting": 2,
+            "admitted": 0,
+            "closed": False,
+        }
         # Then alice is admitted, and bob's socket shows him next and not paused
         await until(lambda: _admitted(api, alice, eid), "alice admitted after the resume")
         shown = await next_position(ws, lambda m: not m["paused"] and m["position"] == 1)
@@ -404,3 +416,40 @@ async def test_an_organiser_pauses_and_resumes_admission(api: httpx.AsyncClient,
 async def _admitted(api: httpx.AsyncClient, tok: str, event_id: str) -> dict[str, Any] | None:
     place = await join(api, tok, event_id)
     return place if place["admitted"] else None
+
+
+async def test_an_organiser_closes_the_room_for_good(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    # Given a paused room with two buyers in line, bob following his place
+    org = token("room-org-8", "organizer")
+    eid = (await create_event(api, org, capacity=5, waiting_room=True))["id"]
+    assert (await api.post(f"/v1/events/{eid}/queue/pause", headers=bearer(org))).status_code == 200
+    alice, bob = token("room-close-alice", "buyer"), token("room-close-bob", "buyer")
+    await join(api, alice, eid)
+    place = await join(api, bob, eid)
+    async with websockets.connect(f"{place['progress_url']}?token={bob}") as ws:
+        assert orjson.loads(await ws.recv())["paused"] is True
+        # And nobody but its organiser may close it
+        r = await api.post(f"/v1/events/{eid}/queue/close", headers=bearer(token("room-org-9", "organizer")))
+        assert r.status_code == 403 and r.headers["content-type"] == "application/problem+json", r.text
+
+        # When its organiser closes it
+        r = await api.post(f"/v1/events/{eid}/queue/close", headers=bearer(org))
+        assert r.status_code == 200, r.text
+        assert r.json() == {"event_id": eid, "paused": False, "waiting": 2, "admitted": 0, "closed": True}
+        # Then bob's socket hears it and closes normally
+        async with asyncio.timeout(60):
+            msg = orjson.loads(await ws.recv())
+            assert (msg["type"], msg["queue_id"]) == ("queue.closed", place["queue_id"]), msg
+            with pytest.raises(websockets.ConnectionClosedOK) as closed:
+                await ws.recv()
+        assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1000, "closed")  # type: ignore[union-attr]
+
+    # And a new buyer gets no place; one who had a place is told; it neither resumes nor reopens
+    r = await api.post(f"/v1/events/{eid}/queue", headers=bearer(token("room-close-carol", "buyer")))
+    assert r.status_code == 409 and r.json()["type"].endswith("/queue-closed"), r.text
+    again = await join(api, alice, eid)
+    assert (again["closed"], again["admitted"], again["eta_s"]) == (True, False, None)
+    r = await api.post(f"/v1/events/{eid}/queue/resume", headers=bearer(org))
+    assert r.status_code == 409 and r.json()["type"].endswith("/queue-closed"), r.text
+    r = await api.post(f"/v1/events/{eid}/queue/close", headers=bearer(org))
+    assert r.status_code == 200 and r.json()["closed"] is True

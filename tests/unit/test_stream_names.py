@@ -46,9 +46,10 @@ def test_the_notifier_reads_a_room_update_by_the_same_names() -> None:
     fields = {
         streams.ROOM_ADMITTED: b"7", streams.ROOM_RATE: b"2.500", streams.ROOM_AT: b"1700000000000",
         streams.ROOM_SOLD_OUT: b"0", streams.ROOM_DRAWN: b"1", streams.ROOM_PERMITS: b'{"bo": ["p", 9]}',
-        streams.ROOM_PAUSED: b"1",
+        streams.ROOM_PAUSED: b"1", streams.ROOM_CLOSED: b"1",
     }  # fmt: skip
     u = Update.from_fields({k.encode(): v for k, v in fields.items()})
     assert u == Update(
-        admitted=7, rate=2.5, at=1700000000000, sold_out=False, drawn=True, permits={"bo": ["p", 9]}, paused=True
-    )
+        admitted=7, rate=2.5, at=1700000000000, sold_out=False, drawn=True, permits={"bo": ["p", 9]}, paused=True,
+        closed=True,
+    )  # fmt: skip

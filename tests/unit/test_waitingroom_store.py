@@ -195,3 +195,47 @@ async def test_a_paused_room_admits_nobody_keeps_its_line_and_tells_its_sockets(
     assert await admit(1, buyers[1:2]) == 2
     ticks = list(await redis.xrange(streams.room_updates(EVENT)) or [])
     assert [t[1].get(b"paused") for t in ticks[-2:]] == [b"0", None]
+
+
+async def test_a_closed_room_takes_no_one_admits_no_one_and_stays_closed(redis: Redis) -> None:
+    # Given a line of 3 on sale, one of them admitted, the room ticked by the admitters
+    buyers = await _line(redis, 3)
+    exp = now_ms() + 60_000
+
+    async def admit(expected: int, names: list[str]) -> int:
+        return await store.admit(
+            redis, EVENT, expected=expected, on_sale_ms=0, rate=4.0, carry=0.0, sold_out=False,
+            permits=[(b, f"p-{b}", exp) for b in names],
+        )  # fmt: skip
+
+    assert await admit(0, buyers[:1]) == 1
+    assert await store.rooms(redis) == [EVENT]
+
+    # When its organiser closes it for good
+    got = await store.close_for_good(redis, EVENT)
+    # Then the answer counts the line, the admitters stop ticking it, and the script refuses
+    assert (got.closed, got.paused, got.admitted, got.waiting) == (True, False, 1, 2)
+    assert await store.rooms(redis) == []
+    assert await admit(1, buyers[1:2]) == -5
+    assert (await store.read_state(redis, EVENT, now_ms())).closed
+    # And a new buyer gets no place (nor puts the room back), one with a place is told,
+    # and the admitted one keeps their permission
+    new = await store.join(redis, EVENT, "newcomer", on_sale_ms=0, early=0.5, new_id=new_id("qu"), max_waiting=9)
+    assert isinstance(new, store.Closed)
+    assert await redis.zscore(streams.room_line(EVENT), "newcomer") is None
+    assert await store.rooms(redis) == []
+    waiting = await join(redis, buyers[2])
+    assert waiting.closed and waiting.permit is None
+    assert (await join(redis, buyers[0])).permit == (f"p-{buyers[0]}", exp)
+    # And its sockets hear it in one update
+    ticks: list[Any] = list(await redis.xrange(streams.room_updates(EVENT)) or [])
+    assert (ticks[-1][1][b"closed"], ticks[-1][1][b"admitted"]) == (b"1", b"1")
+
+    # When it is resumed, paused or closed again: it stays as it is, and nothing is published
+    for again in (store.set_paused(redis, EVENT, False), store.set_paused(redis, EVENT, True)):
+        got = await again
+        assert (got.closed, got.paused, got.admitted) == (True, False, 1)
+    assert (await store.close_for_good(redis, EVENT)).closed
+    assert await store.rooms(redis) == []
+    assert len(await redis.xrange(streams.room_updates(EVENT))) == len(ticks)
+    assert await admit(1, buyers[1:2]) == -5

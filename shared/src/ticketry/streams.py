@@ -304,19 +304,21 @@ WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 # ``waiting_room: true``; ``{buyer}`` a token's ``sub``. See ticketry_api.waitingroom.
 # ``ticketry:rooms`` (set of event ids)
 #     Rooms somebody has joined: what the admitters (one per room, any api) tick.
-#     An id leaves when its line is fully admitted or the event is sold out (not
-#     while paused); a resume puts it back.
+#     An id leaves when its line is fully admitted, the event is sold out or the
+#     room is closed (not while paused); a resume puts it back.
 # ``ticketry:room:{event}:line`` (sorted set: buyer, score = place)
 #     One place per buyer (ZADD NX): early arrivals (before ``on_sale_at`` by
 #     Redis's clock) a random score in [0, 1), later ones ``1 + n`` in arrival order.
 # ``ticketry:room:{event}:seq`` (integer) — later arrivals so far (their ``n``).
 # ``ticketry:room:{event}:ids`` (hash: buyer → queue id) — a buyer's place, again on a second join.
 # ``ticketry:queue:{queue id}`` (hash: event, buyer; ``QUEUE_*``) — a place by its id (the notifier's lookup).
-# ``ticketry:room:{event}:state`` (hash: admitted, rate, carry, on_sale_ms, sold_out, at, drawn, paused; ``ROOM_*``)
+# ``ticketry:room:{event}:state`` (hash: admitted, rate, carry, on_sale_ms, sold_out, at, drawn, paused, closed;
+#     ``ROOM_*``)
 #     ``admitted``: how many of the line, in score order, have been admitted (only
 #     grows; compare-and-set by the admission script); ``rate`` the current
 #     admission rate (buyers/s); ``sold_out`` 1 while nothing is left to sell;
-#     ``paused`` 1 while its organiser has paused admission (the script refuses then).
+#     ``paused`` 1 while its organiser has paused admission (the script refuses then);
+#     ``closed`` 1 once its organiser closed it for good (no join, no admission).
 # ``ticketry:room:{event}:permits`` (hash: buyer → "<permission> <expires ms>")
 #     Every permission issued, to hand it again to a buyer who asks again.
 # ``ticketry:room:{event}:outstanding`` (sorted set: buyer, score = expires ms)
@@ -324,10 +326,12 @@ WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 #     An order claims its buyer's entry (ZREM: one order per permission) and puts
 #     it back if it is not accepted.
 # ``ticketry:room:{event}:used`` (integer) — permissions used by an accepted order.
-# ``ticketry:room:{event}:updates`` (stream: admitted, rate, at, sold_out, drawn, permits, paused?; ``ROOM_*``)
+# ``ticketry:room:{event}:updates`` (stream: admitted, rate, at, sold_out, drawn, permits, paused?, closed?;
+#     ``ROOM_*``)
 #     One entry per admission tick (``permits``: JSON of the buyers admitted by
-#     it → [permission, expires ms]), and one per pause or resume (``paused`` 1 or
-#     0, no permits; a tick's entry has no ``paused``: not paused); read without a group
+#     it → [permission, expires ms]), and one per pause, resume or close (``paused``
+#     1 or 0, ``closed`` 1, no permits; a tick's entry has neither: not paused,
+#     not closed); read without a group
 #     by every notifier with a queue socket of the event. ``MAXLEN ~ ROOM_UPDATES_MAXLEN``.
 # ``ticketry:room:{event}:admitter`` (string: holder) — the one api admitting for
 #     the room, ``PX ROOM_ADMITTER_LOCK_MS``, renewed each tick.
@@ -348,6 +352,7 @@ ROOM_SOLD_OUT: Final = "sold_out"  # "1" while nothing is left to sell
 ROOM_AT: Final = "at"  # Redis ms of the tick
 ROOM_DRAWN: Final = "drawn"  # "1" once the early arrivals' draw is final
 ROOM_PAUSED: Final = "paused"  # "1" while paused (an update: only a pause's or resume's)
+ROOM_CLOSED: Final = "closed"  # "1" once closed for good (an update: only a close's)
 ROOM_PERMITS: Final = "permits"  # updates only: JSON buyer → [permission, expires ms]
 API_CAPACITY: Final = "ticketry:api:capacity"
 ROOM_TTL_S: Final = 7 * 24 * 3600

@@ -5,15 +5,16 @@ the place's position changes (every step near the front, every tenth of the
 way further back: :func:`news`) or its room is paused or resumed (``eta_s`` is
 null while paused), then ``{type: "queue.admitted", queue_id,
 permission, expires_at, at}`` (or ``{type: "queue.sold_out", …}`` when the
-event sold out first) and closes 1000; 4401 when the token expires first
+event sold out first, ``{type: "queue.closed", …}`` when its organiser closed
+the room for good) and closes 1000; 4401 when the token expires first
 (as an order's socket). ``position`` is null for an early
 arrival until the draw is final (``on_sale_at``); ``at`` is the admission tick
 (Redis ms) that the message reflects.
 
 The api's admitter publishes one entry per tick on the room's update stream
 (``streams.room_updates``: the admitted count, the rate, the sold-out flag and
-the permissions it issued); a pause or resume by the organiser publishes one
-entry too (the same values and ``paused``). Each notifier reads it once per room it has
+the permissions it issued); a pause, resume or close by the organiser
+publishes one entry too (the same values, ``paused`` and ``closed``). Each notifier reads it once per room it has
 sockets for (:class:`RoomWatch`, XREAD without a group) and each socket works
 out its own position: ``rank - admitted + 1``, where its rank in the line is
 fixed once drawn (read once, for every socket of the room in one pipeline).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 from dataclasses import dataclass
@@ -51,10 +53,11 @@ log = logging.getLogger(__name__)
 _QUEUE_ID = re.compile(r"qu_[0-9a-f]{20}", re.ASCII)
 ADMITTED = Close(1000, "admitted", "admitted")
 SOLD_OUT = Close(1000, "sold out", "sold_out")
+CLOSED = Close(1000, "closed", "closed")
 # A room update's fields as Redis gives them (``streams.ROOM_*``).
 _ADMITTED, _RATE, _AT = streams.ROOM_ADMITTED.encode(), streams.ROOM_RATE.encode(), streams.ROOM_AT.encode()
 _SOLD_OUT, _DRAWN = streams.ROOM_SOLD_OUT.encode(), streams.ROOM_DRAWN.encode()
-_PERMITS, _PAUSED = streams.ROOM_PERMITS.encode(), streams.ROOM_PAUSED.encode()
+_PERMITS, _PAUSED, _CLOSED = streams.ROOM_PERMITS.encode(), streams.ROOM_PAUSED.encode(), streams.ROOM_CLOSED.encode()
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Update:
     drawn: bool
     permits: dict[str, list[Any]]
     paused: bool = False
+    closed: bool = False
 
     @classmethod
     def from_fields(cls, f: dict[bytes, bytes]) -> Update:
@@ -75,6 +79,7 @@ class Update:
             admitted=int(f.get(_ADMITTED, b"0")), rate=float(f.get(_RATE, b"0")), at=int(f.get(_AT, b"0")),
             sold_out=f.get(_SOLD_OUT) == b"1", drawn=f.get(_DRAWN) == b"1",
             permits=orjson.loads(f.get(_PERMITS, b"{}")), paused=f.get(_PAUSED) == b"1",
+            closed=f.get(_CLOSED) == b"1",
         )  # fmt: skip
 
 
@@ -121,6 +126,9 @@ class QueueSocket:
                     ADMITTED,
                 )  # fmt: skip
             return  # admitted: the permission is on its way (read by the watch)
+        if u.closed:
+            self._offer({"type": "queue.closed", "queue_id": self.queue_id, "at": u.at}, CLOSED)
+            return
         if u.sold_out:
             self._offer({"type": "queue.sold_out", "queue_id": self.queue_id, "at": u.at}, SOLD_OUT)
             return
@@ -209,11 +217,12 @@ class RoomWatch:
 
     async def dispatch(self, newest: Update, entries: list[Any]) -> None:
         """Apply the newest tick to every socket (the values are absolute; the
-        permissions of every entry in the read count)."""
+        permissions of every entry in the read count, and a close in any)."""
         permits: dict[str, list[Any]] = {}
         for _, fields in entries:
             permits.update(orjson.loads(fields.get(_PERMITS, b"{}")))
-        u = Update(newest.admitted, newest.rate, newest.at, newest.sold_out, newest.drawn, permits, newest.paused)
+        closed = any(fields.get(_CLOSED) == b"1" for _, fields in entries)
+        u = dataclasses.replace(newest, permits=permits, closed=closed)
         if u.drawn:
             await self.read_ranks([s for s in self.sockets if s.rank is None])
         lacking = [s for s in self.sockets if s.needs_permit(u)]
@@ -338,20 +347,21 @@ async def _send_first(redis: Redis, sock: QueueSocket) -> None:
             streams.room_state(event_id),
             [
                 streams.ROOM_ADMITTED, streams.ROOM_RATE, streams.ROOM_AT, streams.ROOM_SOLD_OUT,
-                streams.ROOM_DRAWN, streams.ROOM_ON_SALE_MS, streams.ROOM_PAUSED,
+                streams.ROOM_DRAWN, streams.ROOM_ON_SALE_MS, streams.ROOM_PAUSED, streams.ROOM_CLOSED,
             ],
         )  # fmt: skip
         pipe.zrank(streams.room_line(event_id), buyer)
         pipe.hget(streams.room_permits(event_id), buyer)
         pipe.time()
         st, rank, permit, now = await pipe.execute()
-    admitted, rate, at, sold_out, drawn, on_sale_ms, paused = (as_text(v) if v is not None else "" for v in st)
+    admitted, rate, at, sold_out, drawn, on_sale_ms, paused, closed = (as_text(v) if v is not None else "" for v in st)
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     u = Update(
         admitted=int(admitted or 0), rate=float(rate or 0), at=int(at or now_ms), sold_out=sold_out == "1",
         # Drawn from on_sale_at by Redis's clock, as the join says, before any
         # admission tick did (none comes while the room is paused).
         drawn=drawn == "1" or (on_sale_ms != "" and now_ms >= int(on_sale_ms)), permits={}, paused=paused == "1",
+        closed=closed == "1",
     )  # fmt: skip
     if u.drawn:
         sock.rank = None if rank is None else int(rank)

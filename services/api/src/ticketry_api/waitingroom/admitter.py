@@ -70,13 +70,17 @@ class Admitter:
     async def tick_room(self, event_id: str, now: float, now_ms: int) -> None:
         event = await self.db.event(event_id)
         if event is None or not event.waiting_room:
-            await store.close_room(self.redis, event_id)
+            await store.stop_ticking(self.redis, event_id)
             return
         on_sale_ms = on_sale_ms_of(event)
         if now_ms < on_sale_ms:
             return  # the draw is not final yet; the script checks Redis's clock too
         room = self.rooms.setdefault(event_id, _Room())
         st = await store.read_state(self.redis, event_id, now_ms)
+        if st.closed:  # for good (the script refuses too)
+            await store.stop_ticking(self.redis, event_id)
+            self.rooms.pop(event_id, None)
+            return
         if st.paused:
             # Nobody is admitted while paused (the script refuses too), and the
             # pause is not time to admit for: the first tick after a resume
@@ -112,7 +116,7 @@ class Admitter:
         if (st.waiting - len(permits) <= 0 or sold_out) and st.outstanding == 0:
             # Everybody in line has been admitted (or told it is sold out), and
             # no permission is out: nothing to tick until somebody joins again.
-            await store.close_room(self.redis, event_id)
+            await store.stop_ticking(self.redis, event_id)
             self.rooms.pop(event_id, None)
 
 

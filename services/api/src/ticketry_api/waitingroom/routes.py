@@ -1,5 +1,6 @@
 """``/v1/events/{id}/queue``: a buyer's place in an event's waiting room, and
-``…/queue/pause`` / ``…/queue/resume``: its organiser stops and restarts admission."""
+``…/queue/pause`` / ``…/queue/resume``: its organiser stops and restarts
+admission; ``…/queue/close``: ends it for good."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 from ticketry.auth import Principal
+from ticketry.documents import Event
 from ticketry.ids import is_valid_id, new_id
 
 from ticketry_api.deps import AppState, State, require
@@ -38,16 +40,23 @@ class QueuePlace(BaseModel):
     expires_at: datetime | None = None
     sold_out: bool = False
     paused: bool = False
+    closed: bool = False
 
 
 class RoomAdmission(BaseModel):
-    """A room's admission as a pause or a resume left it: ``waiting`` places
-    keep their order and positions while ``paused``."""
+    """A room's admission as a pause, a resume or a close left it: ``waiting``
+    places keep their order and positions while ``paused``; once ``closed``
+    nobody joins or is admitted again."""
 
     event_id: str
     paused: bool
     waiting: int
     admitted: int
+    closed: bool = False
+
+
+def _closed_problem() -> Problem:
+    return Problem(409, "queue closed", "this on-sale's waiting room is closed for good", kind="queue-closed")
 
 
 def queue_progress_url(notifier_url: str, queue_id: str) -> str:
@@ -62,7 +71,8 @@ async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
     place per buyer). Buyers who come before ``on_sale_at`` get a random place
     among the early arrivals, drawn fairly; later ones queue in arrival order.
     A new buyer while ``TICKETRY_ROOM_MAX_QUEUE`` places wait is answered 503
-    ``…/queue-full`` with ``Retry-After``."""
+    ``…/queue-full`` with ``Retry-After``, and once the organiser closed the
+    room 409 ``…/queue-closed`` (a place held before says ``closed: true``)."""
     event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
@@ -74,6 +84,8 @@ async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
         state.redis, event.id, who.sub, on_sale_ms=on_sale_ms, early=core.early_score(), new_id=new_id("qu"),
         max_waiting=max_queue,
     )  # fmt: skip
+    if isinstance(j, store.Closed):
+        raise _closed_problem()
     if isinstance(j, store.Full):
         raise Problem(
             503, "queue full", f"{j.waiting} buyers are waiting for this event, its room's bound: try again later",
@@ -86,7 +98,7 @@ async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
         queue_id=j.queue_id,
         event_id=event.id,
         position=pos,
-        eta_s=None if j.paused else core.eta_s(pos, j.rate, until_on_sale_s=(on_sale_ms - j.now_ms) / 1000),
+        eta_s=None if j.paused or j.closed else core.eta_s(pos, j.rate, until_on_sale_s=(on_sale_ms - j.now_ms) / 1000),
         early=core.is_early(j.score),
         progress_url=queue_progress_url(state.settings.notifier_public_url, j.queue_id),
         admitted=admitted,
@@ -94,6 +106,7 @@ async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
         expires_at=datetime.fromtimestamp(permit[1] / 1000, UTC) if permit else None,
         sold_out=j.sold_out and not admitted,
         paused=j.paused,
+        closed=j.closed and not admitted,
     )
 
 
@@ -112,14 +125,33 @@ async def resume_queue(event_id: str, who: Organizer, state: State) -> RoomAdmis
     return await _set_paused(event_id, who, state, paused=False)
 
 
-async def _set_paused(event_id: str, who: Principal, state: AppState, *, paused: bool) -> RoomAdmission:
+@router.post("/{event_id}/queue/close", response_model=RoomAdmission, responses=problems(401, 403, 404, 409))
+async def close_queue(event_id: str, who: Organizer, state: State) -> RoomAdmission:
+    """End the on-sale's waiting room for good (the event's organiser, or an
+    admin): nobody joins (409 ``…/queue-closed``) or is admitted any more, and
+    every buyer still waiting hears ``queue.closed``; permissions already
+    given stay valid until they expire. It cannot be reopened. Again: no change."""
+    event = await _own_room(event_id, who, state)
+    got = await store.close_for_good(state.redis, event.id)
+    return RoomAdmission(event_id=event.id, paused=False, waiting=got.waiting, admitted=got.admitted, closed=True)
+
+
+async def _own_room(event_id: str, who: Principal, state: AppState) -> Event:
+    """The event whose room ``who`` may act on (its organiser, or an admin)."""
     event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
     # Events are readable by anyone signed in (GET /v1/events/{id}): a 403 leaks nothing.
     if not who.owns(event.organizer_id):
-        raise Problem(403, "forbidden", "only the event's organiser may pause or resume its waiting room")
+        raise Problem(403, "forbidden", "only the event's organiser may pause, resume or close its waiting room")
     if not event.waiting_room:
         raise Problem(409, "no waiting room", "this event sells without a queue", kind="no-queue")
+    return event
+
+
+async def _set_paused(event_id: str, who: Principal, state: AppState, *, paused: bool) -> RoomAdmission:
+    event = await _own_room(event_id, who, state)
     got = await store.set_paused(state.redis, event.id, paused)
+    if got.closed:
+        raise _closed_problem()
     return RoomAdmission(event_id=event.id, paused=got.paused, waiting=got.waiting, admitted=got.admitted)

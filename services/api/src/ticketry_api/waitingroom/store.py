@@ -3,9 +3,9 @@ of an on-sale"). Scripts carry the rules that must hold under any
 concurrency: :data:`_JOIN` gives each buyer one place (early or late by
 Redis's own clock) while fewer than the bound wait, :data:`_ADMIT` advances
 the admitted count by compare-and-set, only from ``on_sale_at`` on, only
-while the room is not paused and only over the exact buyers the admitter
-signed permissions for; :data:`_PAUSE` pauses or resumes a room and tells its
-sockets in the same step.
+while the room is neither paused nor closed and only over the exact buyers
+the admitter signed permissions for; :data:`_PAUSE` pauses, resumes or closes
+a room and tells its sockets in the same step.
 """
 
 from __future__ import annotations
@@ -25,21 +25,25 @@ _FIELDS = {
     "event": streams.QUEUE_EVENT, "buyer": streams.QUEUE_BUYER, "admitted": streams.ROOM_ADMITTED,
     "rate": streams.ROOM_RATE, "carry": streams.ROOM_CARRY, "on_sale_ms": streams.ROOM_ON_SALE_MS,
     "sold_out": streams.ROOM_SOLD_OUT, "at": streams.ROOM_AT, "drawn": streams.ROOM_DRAWN,
-    "paused": streams.ROOM_PAUSED, "permits": streams.ROOM_PERMITS,
+    "paused": streams.ROOM_PAUSED, "permits": streams.ROOM_PERMITS, "closed": streams.ROOM_CLOSED,
 }  # fmt: skip
 
 # KEYS: line, seq, ids, place (of the new id), rooms, state, permits
 # ARGV: buyer, on_sale_ms, early score, new queue id, event id, ttl, max waiting
-# → {queue id, score, new (0/1), rank, admitted, now ms, rate, sold_out, permit or false, drawn, paused}
+# → {queue id, score, new (0/1), rank, admitted, now ms, rate, sold_out, permit or false, drawn, paused, closed}
 # or, for a buyer without a place while max waiting places wait: {'', waiting, rate, now ms}
+# or, for a buyer without a place in a closed room: {'', -1, '0', now ms}
 _JOIN = Template("""
 local qid = redis.call('HGET', KEYS[3], ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local new = 0
 local score
+local closed = redis.call('HGET', KEYS[6], '$closed') or '0'
 if qid then
   score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+elseif closed == '1' then
+  return {'', -1, '0', now}
 else
   local waiting = redis.call('ZCARD', KEYS[1]) - tonumber(redis.call('HGET', KEYS[6], '$admitted') or '0')
   if waiting >= tonumber(ARGV[7]) then
@@ -55,23 +59,24 @@ else
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[6]) end
   redis.call('EXPIRE', KEYS[6], ARGV[6])
 end
-redis.call('SADD', KEYS[5], ARGV[5])
+if closed ~= '1' then redis.call('SADD', KEYS[5], ARGV[5]) end
 local st = redis.call('HMGET', KEYS[6], '$admitted', '$rate', '$sold_out', '$paused')
 local drawn = 0
 if now >= tonumber(ARGV[2]) then drawn = 1 end
 return {qid, score, new, redis.call('ZRANK', KEYS[1], ARGV[1]), st[1] or '0', now, st[2] or '0', st[3] or '0',
-        redis.call('HGET', KEYS[7], ARGV[1]), drawn, st[4] or '0'}
+        redis.call('HGET', KEYS[7], ARGV[1]), drawn, st[4] or '0', closed}
 """).substitute(_FIELDS)
 
 # KEYS: line, state, permits, outstanding, updates
 # ARGV: expected admitted, on_sale ms, rate, carry, sold_out, ttl, maxlen, permits json, n, buyers…, values…, expiries…
 # → new admitted count, or -1 (not on sale by Redis's clock), -2 (admitted moved), -3 (line moved),
-#   -4 (paused)
+#   -4 (paused), -5 (closed)
 _ADMIT = Template("""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(ARGV[2]) then return -1 end
 if redis.call('HGET', KEYS[2], '$paused') == '1' then return -4 end
+if redis.call('HGET', KEYS[2], '$closed') == '1' then return -5 end
 local cur = tonumber(redis.call('HGET', KEYS[2], '$admitted') or '0')
 if cur ~= tonumber(ARGV[1]) then return -2 end
 local n = tonumber(ARGV[9])
@@ -95,22 +100,38 @@ return cur + n
 """).substitute(_FIELDS)
 
 # KEYS: state, line, updates, rooms
-# ARGV: paused (0/1), event id, ttl, maxlen → {admitted, places in the line}
+# ARGV: paused (0/1), event id, ttl, maxlen, close (0/1) → {admitted, places in the line, closed (0/1)}
 # The update carries the room's state as it is (absolute values, as every tick):
-# each socket of the room shows the paused flag with its position at once.
+# each socket of the room shows the paused flag with its position at once, or
+# hears that the room is closed. A closed room stays closed: a pause or resume
+# of it changes nothing and says so.
 _PAUSE = Template("""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], '$paused', ARGV[1])
-local st = redis.call('HMGET', KEYS[1], '$admitted', '$rate', '$sold_out', '$drawn', '$on_sale_ms')
+local closed = redis.call('HGET', KEYS[1], '$closed') == '1'
+if closed then
+  return {tonumber(redis.call('HGET', KEYS[1], '$admitted') or '0'), redis.call('ZCARD', KEYS[2]), 1}
+end
+if ARGV[5] == '1' then
+  redis.call('HSET', KEYS[1], '$closed', 1)
+else
+  redis.call('HSET', KEYS[1], '$paused', ARGV[1])
+end
+local st = redis.call('HMGET', KEYS[1], '$admitted', '$rate', '$sold_out', '$drawn', '$on_sale_ms',
+                     '$paused')
 local drawn = st[4] or '0'
 if drawn ~= '1' and st[5] and now >= tonumber(st[5]) then drawn = '1' end
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', '$admitted', st[1] or '0', '$rate', st[2] or '0',
-           '$at', now, '$sold_out', st[3] or '0', '$drawn', drawn, '$permits', '{}', '$paused', ARGV[1])
+           '$at', now, '$sold_out', st[3] or '0', '$drawn', drawn, '$permits', '{}', '$paused', st[6] or '0',
+           '$closed', ARGV[5])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[3], ARGV[3])
-if ARGV[1] == '0' then redis.call('SADD', KEYS[4], ARGV[2]) end
-return {tonumber(st[1] or '0'), redis.call('ZCARD', KEYS[2])}
+if ARGV[5] == '1' then
+  redis.call('SREM', KEYS[4], ARGV[2])
+elseif ARGV[1] == '0' then
+  redis.call('SADD', KEYS[4], ARGV[2])
+end
+return {tonumber(st[1] or '0'), redis.call('ZCARD', KEYS[2]), tonumber(ARGV[5])}
 """).substitute(_FIELDS)
 
 # KEYS: lock; ARGV: holder, ttl ms → 1 if held by holder now
@@ -133,6 +154,13 @@ class Full:
 
 
 @dataclass(frozen=True)
+class Closed:
+    """No place was made: the room was closed for good (the buyer has none)."""
+
+    now_ms: int
+
+
+@dataclass(frozen=True)
 class Joined:
     """A buyer's place as the join found or made it."""
 
@@ -147,6 +175,7 @@ class Joined:
     permit: tuple[str, int] | None  # (permission, expires ms) once admitted
     drawn: bool
     paused: bool = False
+    closed: bool = False
 
 
 def _permit(raw: Any) -> tuple[str, int] | None:
@@ -158,10 +187,11 @@ def _permit(raw: Any) -> tuple[str, int] | None:
 
 async def join(
     redis: Redis, event_id: str, buyer: str, *, on_sale_ms: int, early: float, new_id: str, max_waiting: int
-) -> Joined | Full:
+) -> Joined | Full | Closed:
     """The buyer's place in the event's line: the one they hold, or a new one
-    while fewer than ``max_waiting`` places wait (:class:`Full` otherwise);
-    the count and the insert are one script, so a flood never overshoots."""
+    while fewer than ``max_waiting`` places wait (:class:`Full` otherwise) and
+    the room is open (:class:`Closed` otherwise); the count and the insert are
+    one script, so a flood never overshoots."""
     keys = [
         streams.room_line(event_id), streams.room_seq(event_id), streams.room_ids(event_id),
         streams.queue_place(new_id), streams.ROOMS, streams.room_state(event_id), streams.room_permits(event_id),
@@ -169,11 +199,13 @@ async def join(
     args: list[str | int] = [buyer, on_sale_ms, repr(early), new_id, event_id, streams.ROOM_TTL_S, max_waiting]
     r: list[Any] = await redis.register_script(_JOIN)(keys, args)  # EVALSHA
     if not r[0]:
+        if int(r[1]) < 0:
+            return Closed(now_ms=int(r[3]))
         return Full(waiting=int(r[1]), rate=float(as_text(r[2])), now_ms=int(r[3]))
     return Joined(
         queue_id=as_text(r[0]), score=float(as_text(r[1])), new=bool(r[2]), rank=int(r[3]),
         admitted=int(as_text(r[4])), now_ms=int(r[5]), rate=float(as_text(r[6])), sold_out=as_text(r[7]) == "1",
-        permit=_permit(r[8]), drawn=bool(r[9]), paused=as_text(r[10]) == "1",
+        permit=_permit(r[8]), drawn=bool(r[9]), paused=as_text(r[10]) == "1", closed=as_text(r[11]) == "1",
     )  # fmt: skip
 
 
@@ -189,6 +221,7 @@ class RoomState:
     outstanding: int  # permissions not used nor expired
     used: int  # permissions used so far
     paused: bool = False
+    closed: bool = False
 
     @property
     def waiting(self) -> int:
@@ -200,17 +233,21 @@ async def read_state(redis: Redis, event_id: str, now_ms: int) -> RoomState:
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hmget(
             streams.room_state(event_id),
-            [streams.ROOM_ADMITTED, streams.ROOM_RATE, streams.ROOM_CARRY, streams.ROOM_SOLD_OUT, streams.ROOM_PAUSED],
-        )
+            [
+                streams.ROOM_ADMITTED, streams.ROOM_RATE, streams.ROOM_CARRY, streams.ROOM_SOLD_OUT,
+                streams.ROOM_PAUSED, streams.ROOM_CLOSED,
+            ],
+        )  # fmt: skip
         pipe.zcard(streams.room_line(event_id))
         pipe.zremrangebyscore(streams.room_outstanding(event_id), "-inf", now_ms)
         pipe.zcard(streams.room_outstanding(event_id))
         pipe.get(streams.room_used(event_id))
         st, line, _, outstanding, used = await pipe.execute()
-    admitted, rate, carry, sold_out, paused = (as_text(v) if v is not None else None for v in st)
+    admitted, rate, carry, sold_out, paused, closed = (as_text(v) if v is not None else None for v in st)
     return RoomState(
         admitted=int(admitted or 0), rate=float(rate or 0), carry=float(carry or 0), sold_out=sold_out == "1",
         line=int(line), outstanding=int(outstanding), used=int(used or 0), paused=paused == "1",
+        closed=closed == "1",
     )  # fmt: skip
 
 
@@ -251,11 +288,13 @@ async def admit(
 
 @dataclass(frozen=True)
 class Paused:
-    """A room as a pause or a resume left it."""
+    """A room as a pause, a resume or a close left it (``closed``: for good,
+    whatever was asked)."""
 
     paused: bool
     admitted: int
     line: int
+    closed: bool = False
 
     @property
     def waiting(self) -> int:
@@ -264,11 +303,23 @@ class Paused:
 
 async def set_paused(redis: Redis, event_id: str, paused: bool) -> Paused:
     """Pause (nobody admitted, every place kept) or resume the room's admission,
-    and publish it to its sockets; a resumed room is ticked again."""
+    and publish it to its sockets; a resumed room is ticked again. A closed
+    room stays as it is."""
+    return await _set_admission(redis, event_id, paused=paused, close=False)
+
+
+async def close_for_good(redis: Redis, event_id: str) -> Paused:
+    """Close the room: no new place, nobody more admitted (permissions already
+    out stay good until they expire), every socket told; it cannot reopen."""
+    return await _set_admission(redis, event_id, paused=False, close=True)
+
+
+async def _set_admission(redis: Redis, event_id: str, *, paused: bool, close: bool) -> Paused:
     keys = [streams.room_state(event_id), streams.room_line(event_id), streams.room_updates(event_id), streams.ROOMS]
-    args: list[str | int] = [int(paused), event_id, streams.ROOM_TTL_S, streams.ROOM_UPDATES_MAXLEN]
+    args: list[str | int] = [int(paused), event_id, streams.ROOM_TTL_S, streams.ROOM_UPDATES_MAXLEN, int(close)]
     r: list[Any] = await redis.register_script(_PAUSE)(keys, args)
-    return Paused(paused=paused, admitted=int(r[0]), line=int(r[1]))
+    closed = bool(r[2])
+    return Paused(paused=paused and not closed, admitted=int(r[0]), line=int(r[1]), closed=closed)
 
 
 async def hold_lock(redis: Redis, event_id: str, holder: str) -> bool:
@@ -321,8 +372,8 @@ async def api_capacity(redis: Redis, now_ms: int, fresh_ms: int) -> tuple[float,
     return capacity, shed
 
 
-async def close_room(redis: Redis, event_id: str) -> None:
-    """Nothing left to admit: the admitters stop ticking it (a new join reopens it)."""
+async def stop_ticking(redis: Redis, event_id: str) -> None:
+    """Nothing left to admit: the admitters stop ticking it (a new join puts it back)."""
     await redis.srem(streams.ROOMS, event_id)
 
 
