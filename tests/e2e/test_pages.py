@@ -291,6 +291,78 @@ async def test_an_order_link_opens_its_own_order_only(
     assert stack.notifier_url in html.headers["content-security-policy"]
 
 
+# --- the buyer's page of a waiting-room place ---------------------------------------
+
+
+async def test_a_places_page_follows_it_from_the_line_to_its_turn(
+    api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
+) -> None:
+    # Given a paused room with alice then bob in line, and bob's page opened from
+    # his place's status_page_url (the shop added its checkout address)
+    org, alice, bob = token("pages-room-org", "organizer"), token("pr-alice", "buyer"), token("pr-bob", "buyer")
+    eid = (await create_event(api, org, capacity=5, waiting_room=True))["id"]
+    assert (await api.post(f"/v1/events/{eid}/queue/pause", headers=bearer(org))).status_code == 200
+    for who in (alice, bob):
+        r = await api.post(f"/v1/events/{eid}/queue", headers=bearer(who))
+        assert r.status_code == 201, r.text
+    place = r.json()
+    checkout = "https://shop.example/checkout?event=" + eid
+    async with browser(tmp_path / "profile") as context:
+        page = await context.new_page()
+        await page.goto(place["status_page_url"] + "&r=" + checkout.replace("?", "%3F").replace("=", "%3D"))
+        # Then it shows his place and that admission is paused, the link gone from the address bar
+        status = page.get_by_test_id("queue-status")
+        await expect(page.get_by_test_id("queue-position")).to_have_text("2")
+        await expect(status).to_have_attribute("data-status", "paused")
+        assert "#" not in page.url
+        await page.screenshot(path=screenshot_dir(tmp_path) / "queue-page-360.png")
+        # When the organiser resumes admission, then the page says it is his turn, with the way back
+        assert (await api.post(f"/v1/events/{eid}/queue/resume", headers=bearer(org))).status_code == 200
+        await expect(status).to_have_attribute("data-status", "admitted")
+        await expect(page.get_by_test_id("queue-continue")).to_have_attribute("href", checkout)
+        await page.screenshot(path=screenshot_dir(tmp_path) / "queue-page-admitted-360.png")
+        # And opened again without the link (a reload), it still shows the place
+        await page.reload()
+        await expect(status).to_have_attribute("data-status", "admitted")
+
+
+async def test_a_places_link_reads_that_place_only(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    org, alice, bob = token("pages-room-org-2", "organizer"), token("pl-alice", "buyer"), token("pl-bob", "buyer")
+    eid = (await create_event(api, org, capacity=5, waiting_room=True))["id"]
+    assert (await api.post(f"/v1/events/{eid}/queue/pause", headers=bearer(org))).status_code == 200
+    mine = (await api.post(f"/v1/events/{eid}/queue", headers=bearer(alice))).json()
+    theirs = (await api.post(f"/v1/events/{eid}/queue", headers=bearer(bob))).json()
+    link = mine["status_page_url"].partition("#t=")[2]
+
+    # The link reads its place (not its permission) and follows its socket
+    got = await api.get(f"/q/{mine['queue_id']}/state", headers=bearer(link))
+    assert got.status_code == 200, got.text
+    assert (got.json()["place"]["queue_id"], got.json()["place"]["position"]) == (mine["queue_id"], 1)
+    async with (
+        asyncio.timeout(60),
+        websockets.connect(mine["progress_url"], subprotocols=[Subprotocol(f"bearer.{link}")]) as ws,
+    ):
+        first = orjson.loads(await ws.recv())
+        assert (first["type"], first["position"], first["paused"]) == ("queue.position", 1, True)
+
+    # ...and nothing else: not another place, not the REST api as a buyer; a bearer token is no link
+    assert (await api.get(f"/q/{theirs['queue_id']}/state", headers=bearer(link))).status_code == 401
+    assert (await api.get(f"/q/{mine['queue_id']}/state", headers=bearer(alice))).status_code == 401
+    assert (await api.post(f"/v1/events/{eid}/queue", headers=bearer(link))).status_code == 401
+    assert (await place_order(api, link, eid, 1)).status_code == 401
+    with pytest.raises(websockets.ConnectionClosed) as closed:
+        async with (
+            asyncio.timeout(60),
+            websockets.connect(theirs["progress_url"], subprotocols=[Subprotocol(f"bearer.{link}")]) as ws,
+        ):
+            await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+    # The page is served under its CSP, for a place's id only
+    html = await api.get(f"/q/{mine['queue_id']}")
+    assert html.status_code == 200 and "script-src 'self'" in html.headers["content-security-policy"]
+    assert (await api.get("/q/not-a-place")).status_code == 404
+
+
 # --- the door scanner ---------------------------------------------------------------
 
 

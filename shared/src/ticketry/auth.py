@@ -356,36 +356,37 @@ def issue_token(
     return jwt.encode(claims, key, algorithm, headers={"kid": kid} if kid else None)
 
 
-# Order links: the token in a buyer's ``status_page_url`` (``…/o/<order>#t=<jwt>``).
+# Links: the token in a buyer's ``status_page_url``: an order's
+# (``…/o/<order>#t=<jwt>``) or a waiting-room place's (``…/q/<queue id>#t=<jwt>``).
 ORDER_SCOPE = "order:"
-ORDER_LINK_AUDIENCE = "ticketry:order-link"
+QUEUE_SCOPE = "queue:"
+ORDER_LINK_AUDIENCE = "ticketry:order-link"  # the audience of every link (named before places had links)
 _ORDER_LINK_KEY_LABEL = b"ticketry order link v1"
 
 
 def order_link_key(secret: str) -> bytes:
-    """The HS256 key of order links, derived from the services' shared secret
+    """The HS256 key of links, derived from the services' shared secret
     (``TICKETRY_JWT_SECRET``, which every service has in any JWT mode). A
-    key of its own, so an order link never verifies as a bearer token (nor a
+    key of its own, so a link never verifies as a bearer token (nor a
     bearer token as a link), even where a verifier forgot the audience."""
     return hmac.new(secret.encode(), _ORDER_LINK_KEY_LABEL, hashlib.sha256).digest()
 
 
-def issue_order_link(order_id: str, sub: str, *, secret: str, ttl_s: int) -> str:
-    """A token that lets its bearer read one order, as its buyer ``sub``: the
-    order's page, its PDFs and its progress socket, and nothing else (an
-    ``aud`` that bearer-token verification refuses, a key of its own and
-    ``scope: order:<id>``)."""
+def issue_link(scope: str, sub: str, *, secret: str, ttl_s: int) -> str:
+    """A token that lets its bearer read one thing (``scope``: ``order:<id>`` or
+    ``queue:<id>``) as its buyer ``sub``, and nothing else: an ``aud`` that
+    bearer-token verification refuses, a key of its own and the scope."""
     now = int(time.time())
     claims: dict[str, Any] = {
-        "sub": sub, "role": "buyer", "scope": ORDER_SCOPE + order_id, "aud": ORDER_LINK_AUDIENCE,
+        "sub": sub, "role": "buyer", "scope": scope, "aud": ORDER_LINK_AUDIENCE,
         "iat": now, "nbf": now, "exp": now + ttl_s,
     }  # fmt: skip
     return jwt.encode(claims, order_link_key(secret), "HS256")
 
 
-def verify_order_link(token: str, order_id: str, *, secret: str, leeway_s: int = 30) -> Principal:
-    """The buyer an order link speaks for, if ``token`` is a genuine, unexpired
-    link to ``order_id``; else :class:`AuthError`."""
+def verify_link(token: str, scope: str, *, secret: str, leeway_s: int = 30) -> Principal:
+    """The buyer a link speaks for, if ``token`` is a genuine, unexpired link
+    for exactly ``scope``; else :class:`AuthError`."""
     if len(token) > 2048:
         raise AuthError("token too long")
     try:
@@ -400,6 +401,26 @@ def verify_order_link(token: str, order_id: str, *, secret: str, leeway_s: int =
     except jwt.PyJWTError as exc:
         raise AuthError(str(exc)) from exc
     principal = _principal(claims)
-    if principal.role != "buyer" or principal.scope != ORDER_SCOPE + order_id:
-        raise AuthError("not a link to this order")
+    if principal.role != "buyer" or principal.scope != scope:
+        raise AuthError("not a link to this " + scope.rstrip(":").split(":")[0])
     return principal
+
+
+def issue_order_link(order_id: str, sub: str, *, secret: str, ttl_s: int) -> str:
+    """A link to one order: its page, its PDFs and its progress socket."""
+    return issue_link(ORDER_SCOPE + order_id, sub, secret=secret, ttl_s=ttl_s)
+
+
+def verify_order_link(token: str, order_id: str, *, secret: str, leeway_s: int = 30) -> Principal:
+    """The buyer an order link to ``order_id`` speaks for (else :class:`AuthError`)."""
+    return verify_link(token, ORDER_SCOPE + order_id, secret=secret, leeway_s=leeway_s)
+
+
+def issue_queue_link(queue_id: str, sub: str, *, secret: str, ttl_s: int) -> str:
+    """A link to one waiting-room place: its page and its queue socket."""
+    return issue_link(QUEUE_SCOPE + queue_id, sub, secret=secret, ttl_s=ttl_s)
+
+
+def verify_queue_link(token: str, queue_id: str, *, secret: str, leeway_s: int = 30) -> Principal:
+    """The buyer a place's link to ``queue_id`` speaks for (else :class:`AuthError`)."""
+    return verify_link(token, QUEUE_SCOPE + queue_id, secret=secret, leeway_s=leeway_s)

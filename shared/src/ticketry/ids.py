@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import secrets
 
-_ID_RE = re.compile(r"^(ev|or|cl)_([0-9a-f]{20})$")
+_ID_RE = re.compile(r"^(ev|or|cl|qu)_([0-9a-f]{20})$")
 # The place has a fixed width: one spelling per ticket (the id names its PDF and
 # its code), and every ticket id of every order is as long as any other, so the
 # renderer's stamping template (which depends on the id's length) is one per event.
@@ -47,7 +47,7 @@ def order_of_ticket(ticket_id: str) -> tuple[str, int] | None:
 
 
 def is_valid_id(value: str, prefix: str | None = None) -> bool:
-    """True for ids made here (optionally of the given kind: ``ev``, ``or``, ``cl``, ``tk``)."""
+    """True for ids made here (optionally of the given kind: ``ev``, ``or``, ``cl``, ``qu``, ``tk``)."""
     if value.startswith("tk_"):
         return prefix in (None, "tk") and _TICKET_RE.match(value) is not None
     m = _ID_RE.match(value)

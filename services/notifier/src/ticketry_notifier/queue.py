@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,8 +38,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocket
 from ticketry import streams
-from ticketry.auth import AuthError
+from ticketry.auth import QUEUE_SCOPE, AuthError
 from ticketry.db import as_text
+from ticketry.ids import is_valid_id
 from ticketry.retry import Retrying
 
 from ticketry_notifier import handshake
@@ -49,8 +49,6 @@ from ticketry_notifier.session import SEND_ERRORS, expiry_timer
 
 log = logging.getLogger(__name__)
 
-# Queue ids are made by the api (``new_id("qu")``); anything else is never looked up.
-_QUEUE_ID = re.compile(r"qu_[0-9a-f]{20}", re.ASCII)
 ADMITTED = Close(1000, "admitted", "admitted")
 SOLD_OUT = Close(1000, "sold out", "sold_out")
 CLOSED = Close(1000, "closed", "closed")
@@ -304,12 +302,13 @@ async def _queue_progress(ws: WebSocket) -> None:
     rooms: Rooms = ws.app.state.rooms
     creds = handshake.credentials(ws.scope.get("subprotocols", []), ws.query_params.get("token"))
     await ws.accept(subprotocol=creds.subprotocol)
+    queue_id = ws.path_params["queue_id"]
     try:
-        who = app.verifier.verify(creds.token)
+        # A bearer token, or the place's link (its buyer's page, ``/q/<queue id>``).
+        who = handshake.bearer_or_link(app.verifier, app.settings.jwt_key, creds.token, QUEUE_SCOPE + queue_id)
     except AuthError:
         await _close(ws, handshake.UNAUTHORIZED)
         return
-    queue_id = ws.path_params["queue_id"]
     event_id, buyer = await _place_of(rooms.redis, queue_id)
     if not event_id or buyer != who.sub:
         await _close(ws, Close(4404, "queue place not found", "not_found"))
@@ -333,8 +332,9 @@ async def _queue_progress(ws: WebSocket) -> None:
 
 
 async def _place_of(redis: Redis, queue_id: str) -> tuple[str, str]:
-    """``(event id, buyer)`` of a place in line; empty for an id that is none."""
-    place = await redis.hgetall(streams.queue_place(queue_id)) if _QUEUE_ID.fullmatch(queue_id) else {}
+    """``(event id, buyer)`` of a place in line; empty for an id that is none
+    (queue ids are made by the api, ``new_id("qu")``: nothing else is looked up)."""
+    place = await redis.hgetall(streams.queue_place(queue_id)) if is_valid_id(queue_id, "qu") else {}
     return as_text(place.get(streams.QUEUE_EVENT.encode(), b"")), as_text(place.get(streams.QUEUE_BUYER.encode(), b""))
 
 

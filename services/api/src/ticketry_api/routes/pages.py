@@ -1,6 +1,7 @@
 """The pages (see ``ticketry_api.web``): the buyer's order page at
-``/o/{order id}`` and what it reads with the order's link, the door scanner at
-``/scan``, and their static assets. Not part of the OpenAPI: these are for
+``/o/{order id}`` and what it reads with the order's link, the buyer's page of
+a waiting-room place at ``/q/{queue id}`` (its state, with the place's link),
+the door scanner at ``/scan``, and their static assets. Not part of the OpenAPI: these are for
 browsers; the REST routes they call are documented where they live.
 
 The order page's routes take the order link from the Authorization header
@@ -21,16 +22,19 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import BaseModel
-from ticketry.auth import Principal
+from ticketry.auth import AuthError, Principal, verify_queue_link
 from ticketry.documents import Order
 from ticketry.ids import is_valid_id, order_of_ticket, ticket_id
 
+from ticketry_api import ratelimit
 from ticketry_api.deps import State
 from ticketry_api.errors import Problem
 from ticketry_api.order_links import LINK_COOKIE, bearer_scheme, bearer_token, link_reader, page_reader
 from ticketry_api.orders_read import order_of_buyer, progress_url
 from ticketry_api.pdf_answers import joined_pdf, pdf_answer
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_of
+from ticketry_api.waitingroom import store
+from ticketry_api.waitingroom.routes import QueuePlace, place_of
 from ticketry_api.web.assets import SCAN_PAGE_CSP, Asset, load_assets, order_page_csp
 from ticketry_api.web.links import link_settings
 from ticketry_api.web.pdfs import PART_SIZE
@@ -153,3 +157,49 @@ async def all_tickets_pdf(order_id: str, who: Reader, state: State, part: int = 
     if not 0 <= part <= 1000:
         raise Problem(404, "no such part")
     return await joined_pdf(state, await order_of_buyer(order_id, who, state.db), part)
+
+
+@router.get("/q/{queue_id}")
+async def queue_page(queue_id: str, state: State) -> Response:
+    # The same page for every place: it reads its place with the place's link.
+    if not is_valid_id(queue_id, "qu"):
+        raise Problem(404, "place not found")
+    return _page("queue.html", order_page_csp(state.settings.notifier_public_url), camera=False)
+
+
+class PlacePage(BaseModel):
+    """What the buyer's page of a waiting-room place shows (its permission is
+    for the shop, which asks for it with the buyer's own token)."""
+
+    place: QueuePlace
+    event_name: str
+    venue: str
+    starts_at: datetime
+    timezone: str
+    on_sale_at: datetime | None
+
+
+@router.get("/q/{queue_id}/state", response_model=PlacePage)
+async def queue_state(queue_id: str, state: State, creds: Credentials) -> PlacePage:
+    """The place, read with its link (Authorization header)."""
+    token = bearer_token(creds)
+    if not token:
+        raise Problem(401, "unauthorized", "the place's link is required", {"WWW-Authenticate": "Bearer"})
+    try:
+        who = verify_queue_link(
+            token, queue_id, secret=state.settings.jwt_key, leeway_s=state.token_verifier().leeway_s
+        )
+    except AuthError:
+        raise Problem(401, "unauthorized", "invalid or expired link", {"WWW-Authenticate": "Bearer"}) from None
+    await ratelimit.enforce(state.redis, "reads", who.sub, state.rates.limit("reads"), state.rates.rate_window_s)
+    held = await store.place_holder(state.redis, queue_id) if is_valid_id(queue_id, "qu") else None
+    event = await state.db.event(held[0]) if held is not None and held[1] == who.sub else None
+    if event is None:
+        raise Problem(404, "place not found")
+    place = await place_of(state, event, who.sub)
+    zone = ZoneInfo(event.timezone)
+    return PlacePage(
+        place=place.model_copy(update={"permission": None}), event_name=event.name, venue=event.venue,
+        starts_at=event.starts_at.astimezone(zone), timezone=event.timezone,
+        on_sale_at=event.on_sale_at.astimezone(zone) if event.on_sale_at is not None else None,
+    )  # fmt: skip

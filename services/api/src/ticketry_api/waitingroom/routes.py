@@ -17,6 +17,7 @@ from ticketry_api.deps import AppState, State, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.waitingroom import core, store
 from ticketry_api.waitingroom.admitter import on_sale_ms_of
+from ticketry_api.web.links import queue_page_url
 
 router = APIRouter(prefix="/v1/events", tags=["waiting room"])
 Buyer = Annotated[Principal, Depends(require("buyer"))]
@@ -27,7 +28,9 @@ class QueuePlace(BaseModel):
     """A place in line. ``position`` is 1 for the next buyer to be admitted,
     0 once admitted, and null for an early arrival until ``on_sale_at`` (the
     early arrivals' order is drawn then). Once admitted, ``permission`` is the
-    ``Queue-Permission`` header for one order, until ``expires_at``."""
+    ``Queue-Permission`` header for one order, until ``expires_at``.
+    ``status_page_url``: the buyer's page of this place (position and wait,
+    live), with a link of its own in the fragment: send the buyer there."""
 
     queue_id: str
     event_id: str
@@ -35,6 +38,7 @@ class QueuePlace(BaseModel):
     eta_s: float | None
     early: bool
     progress_url: str
+    status_page_url: str
     admitted: bool = False
     permission: str | None = None
     expires_at: datetime | None = None
@@ -78,10 +82,15 @@ async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
         raise Problem(404, "event not found")
     if not event.waiting_room:
         raise Problem(409, "no waiting room", "this event sells without a queue: order directly", kind="no-queue")
+    return await place_of(state, event, who.sub)
+
+
+async def place_of(state: AppState, event: Event, buyer: str) -> QueuePlace:
+    """The buyer's place in the event's room: the one they hold, or a new one."""
     on_sale_ms = on_sale_ms_of(event)
     max_queue = state.settings.room_max_queue
     j = await store.join(
-        state.redis, event.id, who.sub, on_sale_ms=on_sale_ms, early=core.early_score(), new_id=new_id("qu"),
+        state.redis, event.id, buyer, on_sale_ms=on_sale_ms, early=core.early_score(), new_id=new_id("qu"),
         max_waiting=max_queue,
     )  # fmt: skip
     if isinstance(j, store.Closed):
@@ -101,6 +110,7 @@ async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
         eta_s=None if j.paused or j.closed else core.eta_s(pos, j.rate, until_on_sale_s=(on_sale_ms - j.now_ms) / 1000),
         early=core.is_early(j.score),
         progress_url=queue_progress_url(state.settings.notifier_public_url, j.queue_id),
+        status_page_url=queue_page_url(j.queue_id, buyer, secret=state.settings.jwt_key),
         admitted=admitted,
         permission=permit[0] if permit else None,
         expires_at=datetime.fromtimestamp(permit[1] / 1000, UTC) if permit else None,

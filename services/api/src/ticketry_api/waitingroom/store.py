@@ -209,6 +209,14 @@ async def join(
     )  # fmt: skip
 
 
+async def place_holder(redis: Redis, queue_id: str) -> tuple[str, str] | None:
+    """``(event id, buyer)`` of a place by its queue id (None: no such place)."""
+    got = await redis.hmget(streams.queue_place(queue_id), [streams.QUEUE_EVENT, streams.QUEUE_BUYER])
+    if got[0] is None or got[1] is None:
+        return None
+    return as_text(got[0]), as_text(got[1])
+
+
 @dataclass(frozen=True)
 class RoomState:
     """One tick's reading of a room."""

@@ -1,4 +1,5 @@
-"""An order's ``status_page_url``: ``<api public url>/o/<order id>#t=<order link>``.
+"""An order's ``status_page_url``: ``<api public url>/o/<order id>#t=<order link>``,
+and a waiting-room place's: ``<api public url>/q/<queue id>#t=<place link>``.
 
 The order link (``ticketry.auth.issue_order_link``) lets whoever holds the URL
 read that one order as its buyer, with no login, until it expires (72 h by
@@ -6,6 +7,7 @@ default, never under 24 h): its page, its PDFs and its progress socket, and
 nothing else. It travels in the URL's fragment, which browsers never send to a
 server, so it reaches no access log, proxy or ``Referer``; the page reads it,
 clears it from the address bar and keeps it in the tab's session storage.
+A place's link reads that one place (its page and its queue socket) the same way.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from functools import cache
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from ticketry.auth import issue_order_link
+from ticketry.auth import issue_order_link, issue_queue_link
 
 ORDER_PAGE_PREFIX = "/o/"
+QUEUE_PAGE_PREFIX = "/q/"
 DAY_S = 86_400
 
 
@@ -51,3 +54,10 @@ def status_page_url(order_id: str, buyer: str, *, secret: str) -> str:
     s = link_settings()
     token = issue_order_link(order_id, buyer, secret=secret, ttl_s=s.order_link_ttl_s)
     return f"{s.public_url()}{ORDER_PAGE_PREFIX}{order_id}#t={token}"
+
+
+def queue_page_url(queue_id: str, buyer: str, *, secret: str) -> str:
+    """The buyer's page of a waiting-room place, with a fresh link for ``buyer``."""
+    s = link_settings()
+    token = issue_queue_link(queue_id, buyer, secret=secret, ttl_s=s.order_link_ttl_s)
+    return f"{s.public_url()}{QUEUE_PAGE_PREFIX}{queue_id}#t={token}"
