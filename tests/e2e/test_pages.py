@@ -102,6 +102,17 @@ async def download(page: Page, link: Any) -> bytes:
     return Path(path).read_bytes()
 
 
+async def refused_with(progress_url: str, link: str) -> int | None:
+    """The close code of a socket opened with ``link`` that must be refused."""
+    with pytest.raises(websockets.ConnectionClosed) as closed:
+        async with (
+            asyncio.timeout(60),
+            websockets.connect(progress_url, subprotocols=[Subprotocol(f"bearer.{link}")]) as ws,
+        ):
+            await ws.recv()
+    return closed.value.rcvd.code if closed.value.rcvd is not None else None
+
+
 class Sockets:
     """The page's progress sockets: their URLs and the messages each received."""
 
@@ -261,13 +272,7 @@ async def test_an_order_link_opens_its_own_order_only(
     assert (await api.get(f"/v1/orders/{theirs['id']}/pdf", headers=bearer(link))).status_code == 401
     assert (await api.get(f"/v1/orders/{mine['id']}", headers=bearer(link))).status_code == 401
     assert (await place_order(api, link, event["id"], 1)).status_code == 401
-    with pytest.raises(websockets.ConnectionClosed) as closed:
-        async with (
-            asyncio.timeout(60),
-            websockets.connect(theirs["progress_url"], subprotocols=[Subprotocol(f"bearer.{link}")]) as ws,
-        ):
-            await ws.recv()
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+    assert await refused_with(theirs["progress_url"], link) == 4401
     # A ticket of another order through this order's page: 404
     other_ticket = theirs["tickets"][0]
     assert (await api.get(f"/o/{mine['id']}/tickets/{other_ticket}.pdf", headers=bearer(link))).status_code == 404
@@ -350,13 +355,7 @@ async def test_a_places_link_reads_that_place_only(api: httpx.AsyncClient, token
     assert (await api.get(f"/q/{mine['queue_id']}/state", headers=bearer(alice))).status_code == 401
     assert (await api.post(f"/v1/events/{eid}/queue", headers=bearer(link))).status_code == 401
     assert (await place_order(api, link, eid, 1)).status_code == 401
-    with pytest.raises(websockets.ConnectionClosed) as closed:
-        async with (
-            asyncio.timeout(60),
-            websockets.connect(theirs["progress_url"], subprotocols=[Subprotocol(f"bearer.{link}")]) as ws,
-        ):
-            await ws.recv()
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+    assert await refused_with(theirs["progress_url"], link) == 4401
     # The page is served under its CSP, for a place's id only
     html = await api.get(f"/q/{mine['queue_id']}")
     assert html.status_code == 200 and "script-src 'self'" in html.headers["content-security-policy"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -137,7 +138,7 @@ async def test_a_join_past_the_bound_makes_no_place_however_many_come_at_once(re
     assert got == 2
 
     # When 50 new buyers join at once
-    async def one(i: int) -> store.Joined | store.Full:
+    async def one(i: int) -> store.Joined | store.Full | store.Closed:
         return await store.join(redis, EVENT, f"n{i}", on_sale_ms=0, early=0.5, new_id=new_id("qu"), max_waiting=10)
 
     answers = await asyncio.gather(*(one(i) for i in range(50)))
@@ -159,16 +160,21 @@ async def test_a_join_past_the_bound_makes_no_place_however_many_come_at_once(re
     assert (await join(redis, "late", max_waiting=10)).rank == 12
 
 
+async def _admit(redis: Redis, expected: int, names: list[str], expires_ms: int) -> int:
+    """Admit ``names`` (the next in line after ``expected``), each with permission ``p-<name>``."""
+    return await store.admit(
+        redis, EVENT, expected=expected, on_sale_ms=0, rate=4.0, carry=0.0, sold_out=False,
+        permits=[(b, f"p-{b}", expires_ms) for b in names],
+    )  # fmt: skip
+
+
 async def test_a_paused_room_admits_nobody_keeps_its_line_and_tells_its_sockets(redis: Redis) -> None:
     # Given a line of 3 on sale, one of them admitted
     buyers = await _line(redis, 3)
     exp = now_ms() + 60_000
 
-    async def admit(expected: int, names: list[str]) -> int:
-        return await store.admit(
-            redis, EVENT, expected=expected, on_sale_ms=0, rate=4.0, carry=0.0, sold_out=False,
-            permits=[(b, f"p-{b}", exp) for b in names],
-        )  # fmt: skip
+    def admit(expected: int, names: list[str]) -> Awaitable[int]:
+        return _admit(redis, expected, names, exp)
 
     assert await admit(0, buyers[:1]) == 1
     await redis.srem(streams.ROOMS, EVENT)  # as if the admitter had closed the room meanwhile
@@ -202,11 +208,8 @@ async def test_a_closed_room_takes_no_one_admits_no_one_and_stays_closed(redis: 
     buyers = await _line(redis, 3)
     exp = now_ms() + 60_000
 
-    async def admit(expected: int, names: list[str]) -> int:
-        return await store.admit(
-            redis, EVENT, expected=expected, on_sale_ms=0, rate=4.0, carry=0.0, sold_out=False,
-            permits=[(b, f"p-{b}", exp) for b in names],
-        )  # fmt: skip
+    def admit(expected: int, names: list[str]) -> Awaitable[int]:
+        return _admit(redis, expected, names, exp)
 
     assert await admit(0, buyers[:1]) == 1
     assert await store.rooms(redis) == [EVENT]
@@ -237,5 +240,5 @@ async def test_a_closed_room_takes_no_one_admits_no_one_and_stays_closed(redis: 
         assert (got.closed, got.paused, got.admitted) == (True, False, 1)
     assert (await store.close_for_good(redis, EVENT)).closed
     assert await store.rooms(redis) == []
-    assert len(await redis.xrange(streams.room_updates(EVENT))) == len(ticks)
+    assert len(list(await redis.xrange(streams.room_updates(EVENT)) or [])) == len(ticks)
     assert await admit(1, buyers[1:2]) == -5
