@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 from ticketry import streams
-from ticketry.auth import decode_token
+from ticketry.auth import decode_token, issue_token
 from ticketry.settings import DEV_JWT_SECRET
 from ticketry_devstack.procs import Stack, tool
 
@@ -42,7 +42,16 @@ async def capi(ctl_stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.mark.timeout(600)
-async def test_status_shows_streams_renderers_outbox_and_dead_letters(ctl_stack: Stack) -> None:
+async def test_status_shows_streams_renderers_outbox_and_dead_letters(
+    ctl_stack: Stack, capi: httpx.AsyncClient
+) -> None:
+    # Given a paused waiting room with two buyers in line
+    org = issue_token("ctl-room-org", "organizer", key=DEV_JWT_SECRET)
+    room = await create_event(capi, org, capacity=5, waiting_room=True)
+    assert (await capi.post(f"/v1/events/{room['id']}/queue/pause", headers=bearer(org))).status_code == 200
+    for n in range(2):
+        buyer = issue_token(f"ctl-room-buyer-{n}", "buyer", key=DEV_JWT_SECRET)
+        assert (await capi.post(f"/v1/events/{room['id']}/queue", headers=bearer(buyer))).status_code == 201
     redis = redis_of(ctl_stack)
     try:
 
@@ -65,9 +74,12 @@ async def test_status_shows_streams_renderers_outbox_and_dead_letters(ctl_stack:
     assert s["scaler"]["leader"] is None  # the test stack runs no scaler
     assert isinstance(s["outbox"]["in_flight"], int)
     assert set(s["dead_letters"]) == {"render", "webhooks"} and "retries_waiting" in s["webhooks"]
+    [shown] = [r for r in s["rooms"] if r["event_id"] == room["id"]]
+    assert (shown["waiting"], shown["admitted"], shown["paused"], shown["sold_out"]) == (2, 0, True, False)
 
     plain = await actl(ctl_stack, "status")
     assert plain.returncode == 0 and "ticketry:ticket-events" in plain.stdout and "dead letters" in plain.stdout
+    assert "waiting rooms" in plain.stdout and "paused" in plain.stdout
 
     # --watch --json: one JSON line per refresh, until stopped
     proc = await asyncio.to_thread(

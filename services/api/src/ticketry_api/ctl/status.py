@@ -2,7 +2,8 @@
 
 Streams (length; per consumer group: consumers, pending, lag), live renderers
 (their heartbeats), the scaler's leader, the api's outbox (orders in flight),
-dead letters (renders, webhooks) and webhook retries waiting.
+dead letters (renders, webhooks), webhook retries waiting, and the waiting
+rooms the admitters tick (waiting, admitted, rate, paused).
 """
 
 from __future__ import annotations
@@ -81,6 +82,26 @@ async def renderers(redis: Redis) -> list[dict[str, Any]]:
     return out
 
 
+async def rooms(redis: Redis) -> list[dict[str, Any]]:
+    """The waiting rooms the admitters tick (``streams.ROOMS``), read only: a
+    closed room, or one whose line is all admitted, is not among them."""
+    out = []
+    for event_id in sorted(as_text(e) for e in await redis.smembers(streams.ROOMS)):
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(
+                streams.room_state(event_id),
+                [streams.ROOM_ADMITTED, streams.ROOM_RATE, streams.ROOM_PAUSED, streams.ROOM_SOLD_OUT],
+            )
+            pipe.zcard(streams.room_line(event_id))
+            (admitted, rate, paused, sold_out), line = await pipe.execute()
+        out.append({
+            "event_id": event_id, "waiting": max(int(line) - int(_num(admitted)), 0),
+            "admitted": int(_num(admitted)), "rate": _num(rate), "paused": as_text(paused or b"") == "1",
+            "sold_out": as_text(sold_out or b"") == "1",
+        })  # fmt: skip
+    return out
+
+
 async def collect(redis: Redis) -> dict[str, Any]:
     """Everything ``status`` shows, as one JSON-able dict."""
     info = {name: await stream_info(redis, name) for name in WATCHED_STREAMS}
@@ -110,6 +131,7 @@ async def collect(redis: Redis) -> dict[str, Any]:
             "webhooks": int(await redis.xlen(streams.WEBHOOK_DEAD)),
         },
         "webhooks": {"retries_waiting": int(await redis.zcard(streams.WEBHOOK_RETRIES))},
+        "rooms": await rooms(redis),
     }
 
 
@@ -137,7 +159,13 @@ def render(s: dict[str, Any]) -> Group:
     )
     summary.add_row("dead letters", f"renders {s['dead_letters']['render']}, webhooks {s['dead_letters']['webhooks']}")
     summary.add_row("webhook retries", str(s["webhooks"]["retries_waiting"]))
-    return Group(st, rt, summary)
+    if not s["rooms"]:
+        return Group(st, rt, summary)
+    wr = Table("event", "waiting", "admitted", "rate/s", "state", title="waiting rooms", title_justify="left")
+    for r in s["rooms"]:
+        state = "paused" if r["paused"] else "sold out" if r["sold_out"] else "admitting"
+        wr.add_row(r["event_id"], str(r["waiting"]), str(r["admitted"]), f"{r['rate']:.0f}", state)
+    return Group(st, rt, summary, wr)
 
 
 def status(
@@ -145,7 +173,7 @@ def status(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option(help="Seconds between refreshes with --watch.", min=0.2)] = 2.0,
 ) -> None:
-    """Streams (length, lag, pending per group), renderers, scaler leader, outbox, dead letters.
+    """Streams (length, lag, pending per group), renderers, scaler leader, outbox, dead letters, waiting rooms.
 
     With --json: one JSON document (with --watch: one line per refresh)."""
 
