@@ -330,8 +330,8 @@ WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 #     ``ROOM_*``)
 #     One entry per admission tick (``permits``: JSON of the buyers admitted by
 #     it → [permission, expires ms]), and one per pause, resume or close (``paused``
-#     1 or 0, ``closed`` 1, no permits; a tick's entry has neither: not paused,
-#     not closed); read without a group
+#     1 or 0, ``closed`` 1 for a close and 0 otherwise, no permits; a tick's entry
+#     has neither: not paused, not closed); read without a group
 #     by every notifier with a queue socket of the event. ``MAXLEN ~ ROOM_UPDATES_MAXLEN``.
 # ``ticketry:room:{event}:admitter`` (string: holder) — the one api admitting for
 #     the room, ``PX ROOM_ADMITTER_LOCK_MS``, renewed each tick.
