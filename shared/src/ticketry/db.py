@@ -152,10 +152,8 @@ async def connect_mongo(
     initialise beanie on the database named in ``url``, with the client
     timeouts of :func:`mongo_options`.
 
-    Only the api (the schema's owner) creates indexes, one ``createIndexes`` per
-    index: FerretDB 1.24 panics when one call re-creates several existing ones.
-    A model's ``query_indexes`` serve queries by other fields than ``_id`` and
-    are created where the store uses them (:attr:`StoreTraits.indexed_queries`).
+    Only the api (the schema's owner) creates indexes (:func:`create_indexes`,
+    here with ``create_indexes``, or by itself once it has the store's traits).
     """
     client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
         url, tz_aware=True, maxPoolSize=pool_size, **mongo_options(url)
@@ -164,17 +162,25 @@ async def connect_mongo(
     await wait_for_mongo(client, startup_wait_s)
     await init_beanie(database=client[db_name], document_models=ALL_DOCUMENTS, skip_indexes=True)
     if create_indexes:
-        query_indexes = (await store_traits(client)).indexed_queries
-        # A deadline of its own for the whole block, instead of the socket timeout.
-        with pymongo.timeout(MONGO_INDEX_TIMEOUT_S):
-            for model in ALL_DOCUMENTS:
-                settings = getattr(model, "Settings", None)
-                wanted = list(getattr(settings, "indexes", []))
-                if query_indexes:
-                    wanted += getattr(settings, "query_indexes", [])
-                for index in wanted:
-                    await model.get_pymongo_collection().create_indexes([index])
+        await create_indexes_for(await store_traits(client))
     return client
+
+
+async def create_indexes_for(traits: StoreTraits) -> None:
+    """Every model's indexes on the database beanie was initialised with, one
+    ``createIndexes`` per index (FerretDB 1.24 panics when one call re-creates
+    several existing ones). A model's ``query_indexes`` serve queries by other
+    fields than ``_id`` and are created where the store uses them
+    (:attr:`StoreTraits.indexed_queries`)."""
+    # A deadline of its own for the whole block, instead of the socket timeout.
+    with pymongo.timeout(MONGO_INDEX_TIMEOUT_S):
+        for model in ALL_DOCUMENTS:
+            settings = getattr(model, "Settings", None)
+            wanted = list(getattr(settings, "indexes", []))
+            if traits.indexed_queries:
+                wanted += getattr(settings, "query_indexes", [])
+            for index in wanted:
+                await model.get_pymongo_collection().create_indexes([index])
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 from ticketry import fonts
 from ticketry.codes import load_keyring
-from ticketry.db import connect_mongo, ensure_groups, store_traits
+from ticketry.db import connect_mongo, create_indexes_for, ensure_groups, store_traits
 from ticketry.runtime import freeze_startup_heap
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
@@ -52,13 +52,14 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         redis = bounded_redis(
             settings.redis_url, max_connections=settings.api_redis_pool, wait_s=settings.api_redis_wait_s
         )
-        mongo = await connect_mongo(settings.mongo_url, create_indexes=True, pool_size=settings.mongo_pool)
+        mongo = await connect_mongo(settings.mongo_url, pool_size=settings.mongo_pool)
+        traits = await store_traits(mongo)  # one buildInfo: the indexes and the store's reads
+        log.info("store: %s", traits.server, extra={"indexed_queries": traits.indexed_queries})
+        await create_indexes_for(traits)
         await ensure_groups(redis)
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
         # The fonts that judge holder names load here, not in the first order.
         await asyncio.to_thread(fonts.fits, "Ticketry")
-        traits = await store_traits(mongo)
-        log.info("store: %s", traits.server, extra={"indexed_queries": traits.indexed_queries})
         db = Store.create(traits)
         app.state.ticketry = AppState(settings, redis, keyring, db)
         # Fail at start-up, not on every request, when the token keys are unusable.

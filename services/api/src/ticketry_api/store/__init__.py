@@ -76,10 +76,6 @@ class Store:
         writer = Writer()
         return cls(writer, Ledger(writer, traits), Reads(traits), EventCache())
 
-    @property
-    def traits(self) -> StoreTraits:
-        return self.reads.traits
-
     async def event(self, event_id: str) -> Event | None:
         """The event, read once per process (see ``EventCache``)."""
         return await self.events.get(event_id)
