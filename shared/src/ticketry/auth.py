@@ -419,8 +419,3 @@ def verify_order_link(token: str, order_id: str, *, secret: str, leeway_s: int =
 def issue_queue_link(queue_id: str, sub: str, *, secret: str, ttl_s: int) -> str:
     """A link to one waiting-room place: its page and its queue socket."""
     return issue_link(QUEUE_SCOPE + queue_id, sub, secret=secret, ttl_s=ttl_s)
-
-
-def verify_queue_link(token: str, queue_id: str, *, secret: str, leeway_s: int = 30) -> Principal:
-    """The buyer a place's link to ``queue_id`` speaks for (else :class:`AuthError`)."""
-    return verify_link(token, QUEUE_SCOPE + queue_id, secret=secret, leeway_s=leeway_s)

@@ -1,7 +1,8 @@
 """Who reads an order with its order link (``web.links``): the dependencies of
 the buyer's page routes (the link in the Authorization header or in the page's
 cookie) and of the "download all" route (a bearer token of the buyer, or the
-link). Each reader is counted against the ``reads`` rate limit."""
+link); and who reads a waiting-room place with its link. Each reader is
+counted against the ``reads`` rate limit."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from ticketry.auth import AuthError, Principal, verify_order_link
+from ticketry.auth import ORDER_SCOPE, AuthError, Principal, verify_link
 
 from ticketry_api import ratelimit
 from ticketry_api.deps import AppState, app_state
@@ -25,21 +26,26 @@ def bearer_token(creds: HTTPAuthorizationCredentials | None) -> str | None:
     return creds.credentials if creds is not None and creds.scheme.lower() == "bearer" else None
 
 
-async def _counted(state: AppState, who: Principal) -> Principal:
+async def counted(state: AppState, who: Principal) -> Principal:
+    """``who``, once counted against the ``reads`` rate limit (429 over it)."""
     await ratelimit.enforce(state.redis, "reads", who.sub, state.rates.limit("reads"), state.rates.rate_window_s)
     return who
 
 
-def link_reader(state: AppState, token: str | None, order_id: str) -> Principal:
-    """The buyer an order link to ``order_id`` speaks for; 401 for anything else."""
+def link_holder(state: AppState, token: str | None, scope: str) -> Principal:
+    """The buyer a link for exactly ``scope`` (``order:<id>``, ``queue:<id>``)
+    speaks for; 401 for anything else."""
     if not token:
-        raise Problem(401, "unauthorized", "an order link is required", _UNAUTHORIZED)
+        raise Problem(401, "unauthorized", "a link is required", _UNAUTHORIZED)
     try:
-        who = verify_order_link(
-            token, order_id, secret=state.settings.jwt_key, leeway_s=state.token_verifier().leeway_s
-        )
+        return verify_link(token, scope, secret=state.settings.jwt_key, leeway_s=state.token_verifier().leeway_s)
     except AuthError:
         raise Problem(401, "unauthorized", "invalid or expired link", _UNAUTHORIZED) from None
+
+
+def link_reader(state: AppState, token: str | None, order_id: str) -> Principal:
+    """The buyer an order link to ``order_id`` speaks for; 401 for anything else."""
+    who = link_holder(state, token, ORDER_SCOPE + order_id)
     assert who.may_use_order(order_id)
     return who
 
@@ -50,7 +56,7 @@ async def page_reader(
     """Dependency of the buyer's page routes: the order link in the Authorization
     header or in the page's cookie (what a plain ``<a href>`` download sends)."""
     state = app_state(request)
-    return await _counted(state, link_reader(state, bearer_token(creds) or request.cookies.get(LINK_COOKIE), order_id))
+    return await counted(state, link_reader(state, bearer_token(creds) or request.cookies.get(LINK_COOKIE), order_id))
 
 
 async def owner_or_link(
@@ -65,4 +71,4 @@ async def owner_or_link(
         who = state.token_verifier().verify(token)
     except AuthError:
         who = link_reader(state, token, order_id)
-    return await _counted(state, who)
+    return await counted(state, who)

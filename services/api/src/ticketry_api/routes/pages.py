@@ -22,14 +22,21 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import BaseModel
-from ticketry.auth import AuthError, Principal, verify_queue_link
+from ticketry.auth import QUEUE_SCOPE, Principal
 from ticketry.documents import Order
 from ticketry.ids import is_valid_id, order_of_ticket, ticket_id
 
-from ticketry_api import ratelimit
 from ticketry_api.deps import State
 from ticketry_api.errors import Problem
-from ticketry_api.order_links import LINK_COOKIE, bearer_scheme, bearer_token, link_reader, page_reader
+from ticketry_api.order_links import (
+    LINK_COOKIE,
+    bearer_scheme,
+    bearer_token,
+    counted,
+    link_holder,
+    link_reader,
+    page_reader,
+)  # fmt: skip
 from ticketry_api.orders_read import order_of_buyer, progress_url
 from ticketry_api.pdf_answers import joined_pdf, pdf_answer
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_of
@@ -182,16 +189,7 @@ class PlacePage(BaseModel):
 @router.get("/q/{queue_id}/state", response_model=PlacePage)
 async def queue_state(queue_id: str, state: State, creds: Credentials) -> PlacePage:
     """The place, read with its link (Authorization header)."""
-    token = bearer_token(creds)
-    if not token:
-        raise Problem(401, "unauthorized", "the place's link is required", {"WWW-Authenticate": "Bearer"})
-    try:
-        who = verify_queue_link(
-            token, queue_id, secret=state.settings.jwt_key, leeway_s=state.token_verifier().leeway_s
-        )
-    except AuthError:
-        raise Problem(401, "unauthorized", "invalid or expired link", {"WWW-Authenticate": "Bearer"}) from None
-    await ratelimit.enforce(state.redis, "reads", who.sub, state.rates.limit("reads"), state.rates.rate_window_s)
+    who = await counted(state, link_holder(state, bearer_token(creds), QUEUE_SCOPE + queue_id))
     held = await store.place_holder(state.redis, queue_id) if is_valid_id(queue_id, "qu") else None
     event = await state.db.event(held[0]) if held is not None and held[1] == who.sub else None
     if event is None:
