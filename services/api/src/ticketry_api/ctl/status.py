@@ -93,10 +93,11 @@ async def rooms(redis: Redis) -> list[dict[str, Any]]:
                 [streams.ROOM_ADMITTED, streams.ROOM_RATE, streams.ROOM_PAUSED, streams.ROOM_SOLD_OUT],
             )
             pipe.zcard(streams.room_line(event_id))
-            (admitted, rate, paused, sold_out), line = await pipe.execute()
+            (admitted_raw, rate, paused, sold_out), line = await pipe.execute()
+        admitted = int(_num(admitted_raw))
         out.append({
-            "event_id": event_id, "waiting": max(int(line) - int(_num(admitted)), 0),
-            "admitted": int(_num(admitted)), "rate": _num(rate), "paused": as_text(paused or b"") == "1",
+            "event_id": event_id, "waiting": max(int(line) - admitted, 0),
+            "admitted": admitted, "rate": _num(rate), "paused": as_text(paused or b"") == "1",
             "sold_out": as_text(sold_out or b"") == "1",
         })  # fmt: skip
     return out
