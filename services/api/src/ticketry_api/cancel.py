@@ -23,50 +23,25 @@ cancel finishes what a crashed one began):
 from __future__ import annotations
 
 import logging
-from typing import Literal
 
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.auth import Principal
-from ticketry.documents import Event, Order, OrderFate, is_placed
+from ticketry.documents import Event, Order
 from ticketry.emit import announce_cancelled
 from ticketry.storage import PdfStore
 
 from ticketry_api.errors import Problem
 from ticketry_api.store import Store
-from ticketry_api.store.writer import Writer
 
 log = logging.getLogger(__name__)
-Fate = Literal["cancelled", "used"]
-
-
-async def decide_fate(writer: Writer, order_id: str, fate: Fate, by: str) -> Fate:
-    """Propose ``fate`` for the order; the fate it has (this one if it won)."""
-    doc = OrderFate(id=order_id, fate=fate, by=by)
-    if not await writer.insert(OrderFate.get_pymongo_collection(), [doc.model_dump(by_alias=True)]):
-        return fate
-    return await fate_of(order_id) or fate
-
-
-async def fate_of(order_id: str) -> Fate | None:
-    """The order's fate, read by ``_id`` (None: still open)."""
-    doc = await OrderFate.get_pymongo_collection().find_one({"_id": order_id}, {"fate": 1})
-    return None if doc is None else doc["fate"]
-
-
-async def is_cancelled(order_id: str) -> bool:
-    """True once a cancel won the order's fate (or it never was a real order)."""
-    if await fate_of(order_id) == "cancelled":
-        return True
-    raw = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"status": 1})
-    return raw is None or not is_placed(raw.get("status"))
 
 
 async def cancel(redis: Redis, db: Store, order: Order, event: Event, who: Principal, store: PdfStore) -> None:
     """Cancel ``order`` (see the module's steps); 409 once a ticket of it was admitted."""
-    if await decide_fate(db.writer, order.id, "cancelled", who.sub) != "cancelled":
+    if await db.fates.decide(order.id, "cancelled", who.sub) != "cancelled":
         raise Problem(409, "already used", "a ticket of this order has been checked in")
-    await Order.get_pymongo_collection().update_one({"_id": order.id}, {"$set": {"status": "cancelled"}})
+    await db.orders.mark_cancelled(order.id)
     tier = event.tier(order.tier)
     held = streams.held(order.event_id, order.tier, order.owner_id) if tier and tier.max_per_buyer else None
     await announce_cancelled(redis, order.id, order.quantity, held)

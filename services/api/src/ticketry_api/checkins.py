@@ -25,13 +25,12 @@ from typing import Any, Literal
 
 from ticketry.auth import Principal
 from ticketry.codes import InvalidCode, Keyring, Verified
-from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, ScanAnswer, utcnow
+from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, utcnow
 from ticketry.ids import is_valid_id
 
-from ticketry_api.cancel import decide_fate
 from ticketry_api.errors import Problem
 from ticketry_api.readmodel import ticket_of
-from ticketry_api.store.writer import Writer
+from ticketry_api.store import Store
 
 Outcome = Literal["admitted", "already", "wrong_list", "unknown"]
 
@@ -51,9 +50,9 @@ def _unknown(detail: str = "") -> Problem:
     return Problem(404, "unknown code", detail, kind="unknown-code")
 
 
-async def list_for(list_id: str, who: Principal) -> CheckinList:
+async def list_for(db: Store, list_id: str, who: Principal) -> CheckinList:
     """The check-in list, if ``who`` may scan on it."""
-    lst = await CheckinList.get(list_id) if is_valid_id(list_id, "cl") else None
+    lst = await db.checkins.checkin_list(list_id) if is_valid_id(list_id, "cl") else None
     if lst is None:
         raise Problem(404, "unknown check-in list")
     if not who.may_scan_for(lst.event_id):
@@ -74,10 +73,10 @@ def verify(keyring: Keyring, code: str) -> Verified:
         raise _unknown() from None
 
 
-async def scan(writer: Writer, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
+async def scan(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
     """Judge one scan on ``lst`` (see the module's steps)."""
     try:
-        return await _admit(writer, keyring, lst, code, who)
+        return await _admit(db, keyring, lst, code, who)
     except Problem as p:
         outcome: Outcome = "wrong_list" if p.type.endswith("/wrong-list") else "unknown"
         if p.status == 409 and outcome != "wrong_list":
@@ -85,9 +84,9 @@ async def scan(writer: Writer, keyring: Keyring, lst: CheckinList, code: str, wh
         return ScanResult(p.status, p.body(), outcome)
 
 
-async def _admit(writer: Writer, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
+async def _admit(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
     async def attempt(ticket_id: str | None, result: Any) -> None:
-        await CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result=result, list_id=lst.id).insert()
+        await db.checkins.attempt(CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result=result, list_id=lst.id))
 
     try:
         v = verify(keyring, code)
@@ -105,22 +104,20 @@ async def _admit(writer: Writer, keyring: Keyring, lst: CheckinList, code: str, 
             409, "wrong list", f"this ticket ({ticket.tier}) does not admit on {lst.name!r}", kind="wrong-list",
             extra={"ticket_id": ticket.id, "event_id": ticket.event_id, "tier": ticket.tier},
         )  # fmt: skip
-    if ticket.cancelled or await decide_fate(writer, ticket.order_id, "used", who.sub) != "used":
+    if ticket.cancelled or await db.fates.decide(ticket.order_id, "used", who.sub) != "used":
         await attempt(ticket.id, "refused")
         raise _unknown()
     now = utcnow()
     admission = Admission(id=f"{lst.id}/{ticket.id}", list_id=lst.id, ticket_id=ticket.id, staff_id=who.sub, at=now)
-    if await writer.insert(Admission.get_pymongo_collection(), [admission.model_dump(by_alias=True)]):
-        first = await Admission.get(admission.id)
+    if (at := await db.checkins.admit(admission)) is not None:
         await attempt(ticket.id, "already_checked_in")
-        at = first.at if first else now
         raise Problem(
             409, "already checked in", f"checked in at {at.isoformat()}", kind="already-checked-in",
             extra={"ticket_id": ticket.id, "checked_in_at": at.isoformat()},
         )  # fmt: skip
     # The ticket's first admission on any list makes it checked_in (a duplicate: not its first).
     first_any = Checkin(id=ticket.id, order_id=ticket.order_id, staff_id=who.sub, list_id=lst.id, at=now)
-    await writer.insert(Checkin.get_pymongo_collection(), [first_any.model_dump(by_alias=True)])
+    await db.checkins.first_admission(first_any)
     await attempt(ticket.id, "accepted")
     body = {
         "ticket_id": ticket.id, "event_id": ticket.event_id, "tier": ticket.tier,
@@ -130,7 +127,7 @@ async def _admit(writer: Writer, keyring: Keyring, lst: CheckinList, code: str, 
 
 
 async def scan_once(
-    writer: Writer, keyring: Keyring, lst: CheckinList, code: str, who: Principal, nonce: str | None
+    db: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal, nonce: str | None
 ) -> ScanResult:
     """:func:`scan`, answered once per ``nonce``: the first upload of a scan
     claims the nonce (a unique insert) and keeps its answer there; another
@@ -138,17 +135,16 @@ async def scan_once(
     died) is judged again after ``NONCE_STALE_S``: the ticket cannot admit
     twice on a list, so the worst is an ``already`` where ``admitted`` was due."""
     if nonce is None:
-        return await scan(writer, keyring, lst, code, who)
-    col = ScanAnswer.get_pymongo_collection()
+        return await scan(db, keyring, lst, code, who)
     key = f"{who.sub}\x1f{nonce}"
-    if not await writer.insert(col, [ScanAnswer(id=key, status=0, body={}).model_dump(by_alias=True)]):
-        return await _answer(col, key, await scan(writer, keyring, lst, code, who))
+    if await db.checkins.claim_nonce(key):
+        return await _answer(db, key, await scan(db, keyring, lst, code, who))
     for _ in range(NONCE_WAITS):
-        doc = await col.find_one({"_id": key})
+        doc = await db.checkins.answer(key)
         if doc is not None and doc["status"]:
             return ScanResult(int(doc["status"]), dict(doc["body"]), doc.get("outcome", "already"))
         if doc is not None and (utcnow() - doc["at"]).total_seconds() > NONCE_STALE_S:
-            return await _answer(col, key, await scan(writer, keyring, lst, code, who))
+            return await _answer(db, key, await scan(db, keyring, lst, code, who))
         await asyncio.sleep(0.05)
     raise Problem(409, "scan in progress", "this scan's first upload is still being judged; retry")
 
@@ -157,8 +153,6 @@ NONCE_WAITS = 100
 NONCE_STALE_S = 30.0
 
 
-async def _answer(col: Any, key: str, result: ScanResult) -> ScanResult:
-    await col.update_one(
-        {"_id": key}, {"$set": {"status": result.status, "body": result.body, "outcome": result.outcome}}
-    )
+async def _answer(db: Store, key: str, result: ScanResult) -> ScanResult:
+    await db.checkins.keep_answer(key, result.status, result.body, result.outcome)
     return result

@@ -62,8 +62,6 @@ from ticketry_api.errors import Problem
 from ticketry_api.ratelimit import RateSettings
 from ticketry_api.schemas import OrderIn
 from ticketry_api.store import Store
-from ticketry_api.store.reads import stored_status
-from ticketry_api.store.writer import Step, Writer
 
 log = logging.getLogger(__name__)
 SWEEP_BATCH = 500
@@ -114,29 +112,29 @@ async def place_order(
     if body.quantity > max_quantity:
         raise Problem(422, "quantity too large", f"at most {max_quantity} tickets per order")
     digest = request_hash(body)
-    if idempotency_key and (known := await _known_repeat(redis, principal, idempotency_key)) is not None:
+    if idempotency_key and (known := await _known_repeat(store, redis, principal, idempotency_key)) is not None:
         return await _replay(redis, known, digest, principal)
     event, tier = await _sellable(store, body, gate)
     order = _new_order(principal, body, event, tier, keyring.active_kid, idempotency_key, digest)
     await _admit(redis, principal, order, tier, rates)
     # The order follows the ledger entry in the same round (step 3).
-    taken = await store.ledger.reserve(event, order.id, tier.id, body.quantity, then=order_steps(order))
+    taken = await store.ledger.reserve(event, order.id, tier.id, body.quantity, then=store.orders.steps(order))
     if taken is None:
         await _give_back(redis, order, tier)
-        if idempotency_key and (winner := await Order.find_one({"idem": order.idem})) is not None:
+        if idempotency_key and (winner := await store.orders.by_idem(order.idem)) is not None:
             return await _replay(redis, winner, digest, principal)
         raise Problem(409, "sold out", f"the event or its tier {tier.id!r} has fewer tickets left than requested")
     first_dup, _ = await taken.written()
     return await record(redis, keyring, store, event, order, order_written=first_dup != 0)
 
 
-async def _known_repeat(redis: Redis, principal: Principal, idempotency_key: str) -> Order | None:
+async def _known_repeat(store: Store, redis: Redis, principal: Principal, idempotency_key: str) -> Order | None:
     """The order this buyer's Idempotency-Key already made, as far as Redis
     knows: it maps a key to its order once enqueued (by _id: no scan of the
     orders on FerretDB). A miss is not proof, the unique ``idem`` index is: a
     repeat the map does not know yet loses at the insert (``record``)."""
     known = await redis.get(streams.idempotency(principal.sub, idempotency_key))
-    return await Order.get(as_text(known)) if known is not None else None
+    return await store.orders.get(as_text(known)) if known is not None else None
 
 
 async def _sellable(store: Store, body: OrderIn, gate: Callable[[Event], Awaitable[None]] | None) -> tuple[Event, Tier]:
@@ -235,11 +233,11 @@ async def request_designs(redis: Redis, keyring: Keyring, event: Event) -> list[
 UPCOMING_DESIGNS_MAX = 1000
 
 
-async def request_upcoming_designs(redis: Redis, keyring: Keyring) -> int:
+async def request_upcoming_designs(store: Store, redis: Redis, keyring: Keyring) -> int:
     """After a key rotation: ask for the designs of the events still to come
     with the new key (a design prints its key id), so their next tickets do not
     wait for one. Returns how many events were asked for."""
-    upcoming = await Event.find({"starts_at": {"$gt": utcnow()}}).limit(UPCOMING_DESIGNS_MAX).to_list()
+    upcoming = await store.events.upcoming(utcnow(), UPCOMING_DESIGNS_MAX)
     for event in upcoming:
         await request_designs(redis, keyring, event)
     return len(upcoming)
@@ -283,11 +281,6 @@ async def _give_back(redis: Redis, order: Order, tier: Tier) -> None:
         await pipe.execute()
 
 
-def order_steps(order: Order) -> list[Step]:
-    """The writes that record ``order`` once its capacity is reserved."""
-    return [(Order.get_pymongo_collection(), [order.model_dump(by_alias=True)])]
-
-
 async def record(
     redis: Redis, keyring: Keyring, store: Store, event: Event, order: Order, *, order_written: bool | None = None
 ) -> Order:
@@ -296,8 +289,7 @@ async def record(
     renders. Answers the first order instead when the Idempotency-Key lost a
     race, and 503 when the sweep abandoned it."""
     if order_written is None:
-        first_dup, _ = await store.writer.insert_chain(order_steps(order))
-        order_written = first_dup != 0
+        order_written = await store.orders.record(order)
     if not order_written:
         # Either way this order will not exist: give its tickets back (once-only
         # by the ledger's unique tag, so the sweep may have done it already).
@@ -305,12 +297,12 @@ async def record(
         tier = event.tier(order.tier)
         if tier is not None:
             await _give_back(redis, order, tier)
-        if await stored_status(order.id) == "abandoned":
+        if await store.orders.status(order.id) == "abandoned":
             # This request took longer than the outbox grace.
             log.warning("order abandoned by the outbox sweep before it was recorded", extra={"order_id": order.id})
             raise Problem(503, "busy", "the order took too long to record; retry", {"Retry-After": "1"})
         # Lost a race with the same Idempotency-Key.
-        winner = await Order.find_one({"idem": order.idem})
+        winner = await store.orders.by_idem(order.idem)
         if winner is None:  # pragma: no cover - the unique index says it exists
             raise Problem(409, "conflict", "retry the request")
         return await _replay(redis, winner, order.request_hash, None)
@@ -372,31 +364,19 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, store: Store, grace_s: fl
         member = as_text(raw)
         order_id, event_id, quantity, tier = streams.parse_in_flight_member(member)
         event = await store.event(event_id)
-        order = await Order.get(order_id)
+        order = await store.orders.get(order_id)
         if event is not None and order is not None and is_placed(order.status):
             await enqueue(redis, keyring, order, event)
             log.warning("outbox: re-enqueued order", extra={"order_id": order_id})
         elif (
             event is not None
-            and await _abandon(store.writer, order_id, event_id, quantity)
+            and await store.orders.abandon(order_id, event_id, quantity)
             and await store.ledger.reserved(order_id)
         ):
             await store.ledger.release(event, order_id, tier, quantity)
             log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
         await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
     return len(stale)
-
-
-async def _abandon(writer: Writer, order_id: str, event_id: str, quantity: int) -> bool:
-    """Claim ``order_id`` for the sweep with a tombstone; True if the sweep owns it
-    (now, or from an earlier sweep that crashed before releasing)."""
-    tombstone = Order(
-        id=order_id, owner_id="", event_id=event_id, quantity=quantity, tier="standard",
-        holder_name="", status="abandoned", ticket_ids=[], idem=f"abandoned:{order_id}", request_hash="",
-    )  # fmt: skip
-    if await writer.insert(Order.get_pymongo_collection(), [tombstone.model_dump(by_alias=True)]):
-        return await stored_status(order_id) == "abandoned"
-    return True
 
 
 def _now_ms() -> int:

@@ -19,7 +19,7 @@ from ticketry.documents import Event, Order, utcnow
 from ticketry.ids import is_valid_id
 
 from ticketry_api import checkins, door_tickets
-from ticketry_api.deps import rate_limited, require
+from ticketry_api.deps import AppState, State, rate_limited, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.schemas import CheckinListOut
 
@@ -27,9 +27,9 @@ router = APIRouter(tags=["checkins"])
 Door = Annotated[Principal, Depends(require("staff", "organizer"))]
 
 
-async def _door_event(event_id: str, who: Principal) -> Event:
+async def _door_event(state: AppState, event_id: str, who: Principal) -> Event:
     """The event if ``who`` may scan for it (staff, within their ``events``) or organises it."""
-    event = await Event.get(event_id) if is_valid_id(event_id, "ev") else None
+    event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None or (who.role == "organizer" and event.organizer_id != who.sub):
         raise Problem(404, "event not found")
     if not who.may_scan_for(event.id):
@@ -38,10 +38,10 @@ async def _door_event(event_id: str, who: Principal) -> Event:
 
 
 @router.get("/v1/checkin-lists/{list_id}", response_model=CheckinListOut, responses=problems(401, 403, 404, 422))
-async def checkin_list(list_id: str, who: Door) -> CheckinListOut:
+async def checkin_list(list_id: str, who: Door, state: State) -> CheckinListOut:
     """One check-in list: its event and the tiers it admits (all when empty)."""
-    lst = await checkins.list_for(list_id, who)
-    await _door_event(lst.event_id, who)
+    lst = await checkins.list_for(state.db, list_id, who)
+    await _door_event(state, lst.event_id, who)
     return CheckinListOut(id=lst.id, event_id=lst.event_id, name=lst.name, tiers=lst.tiers)
 
 
@@ -82,10 +82,10 @@ class RevocationCache:
 
 
 @router.get("/v1/events/{event_id}/revocations", response_model=RevocationsOut, responses=problems(401, 403, 404, 422))
-async def revocations(event_id: str, who: Door, request: Request) -> RevocationsOut:
+async def revocations(event_id: str, who: Door, request: Request, state: State) -> RevocationsOut:
     """The event's cancelled orders, for scanners that judge codes offline; up
     to ten seconds old."""
-    event = await _door_event(event_id, who)
+    event = await _door_event(state, event_id, who)
     cache: RevocationCache | None = getattr(request.app.state, "revocations", None)
     if cache is None:
         cache = request.app.state.revocations = RevocationCache()
@@ -128,6 +128,7 @@ class DoorTicketsOut(BaseModel):
 async def checkin_list_tickets(
     list_id: str,
     who: Annotated[Principal, Depends(rate_limited("reads", "staff", "organizer"))],
+    state: State,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=door_tickets.MAX_LIMIT)] = door_tickets.DEFAULT_LIMIT,
 ) -> DoorTicketsOut:
@@ -136,8 +137,8 @@ async def checkin_list_tickets(
     tier, and whether the ticket is valid, cancelled or already admitted on
     this list. Whoever may scan on the list (its event's staff, its
     organiser, admin) may read it."""
-    lst = await checkins.list_for(list_id, who)
-    event = await _door_event(lst.event_id, who)
+    lst = await checkins.list_for(state.db, list_id, who)
+    event = await _door_event(state, lst.event_id, who)
     as_of = utcnow()
     page = await door_tickets.read_page(lst, cursor, limit)
     names = door_tickets.tier_names(event)

@@ -1,8 +1,11 @@
 """The api's store code, in one package: one :class:`Store` per process, made
 in the api's lifespan for the server it found there (``StoreTraits``, from
 its ``buildInfo``), reached through the app state (``deps.AppState.db``) or
-passed to whoever writes. The rest of the api speaks to the store through it
-(and through beanie's documents for what no limit shapes).
+passed to whoever reads or writes. The domain (placing and cancelling
+orders, check-ins) speaks to the store through it alone: ``ledger``,
+``orders``, ``fates``, ``checkins``, ``events``; the read models (the
+projector's writes, ``readmodel``, ``door_tickets``) and the list pages read
+beanie's documents by ``_id`` or by the list indexes themselves.
 
 Most of it is shaped by FerretDB v1's limits (the local and test store);
 what each costs, and what runs on MongoDB instead:
@@ -21,7 +24,7 @@ what each costs, and what runs on MongoDB instead:
   side by side (``reads.Reads``): an order's tickets' outcomes and check-ins up
   to ``reads.POINT_READS_UP_TO`` tickets, by a scan above, the orders of a
   batch of ticket events for the webhook dispatcher (an ``$in`` on ``_id``
-  would scan too), an order's status (``stored_status``). Cost: a round trip
+  would scan too), an order's status (``Orders.status``). Cost: a round trip
   per document, side by side. **On MongoDB** (``StoreTraits.indexed_queries``)
   each of these is one indexed query: the head by ``(event_id, seq)``, the
   rest by ``$in`` on ``_id``; the list routes' indexes (``query_indexes``)
@@ -38,7 +41,8 @@ what each costs, and what runs on MongoDB instead:
   ``orders``); nothing here needs more than one document to change at once.
 
 The pure rules are in ``ledger_core`` and ``batches`` (unit-tested without a
-server); ``ledger``, ``writer``, ``reads`` and ``events`` do the I/O. Every
+server); ``ledger``, ``writer``, ``reads``, ``orders``, ``fates``,
+``checkins`` and ``events`` do the I/O. Every
 store test runs on FerretDB; the MongoDB forms of the reads run there too
 (correct on any store, only slower on FerretDB: ``tests/e2e/test_store_traits``).
 """
@@ -50,31 +54,39 @@ from dataclasses import dataclass
 from ticketry.db import StoreTraits
 from ticketry.documents import Event
 
+from ticketry_api.store.checkins import Checkins
 from ticketry_api.store.events import EventCache
+from ticketry_api.store.fates import Fate, Fates
 from ticketry_api.store.ledger import Ledger
+from ticketry_api.store.orders import Orders
 from ticketry_api.store.reads import POINT_READS, Reads
 from ticketry_api.store.writer import Writer
 
-__all__ = ["EventCache", "Ledger", "Reads", "Store", "Writer"]
+__all__ = ["Checkins", "EventCache", "Fate", "Fates", "Ledger", "Orders", "Reads", "Store", "Writer"]
 
 
 @dataclass(eq=False)
 class Store:
-    """This process's way to the store: its one writer, the capacity ledgers
-    that write through it, the reads shaped by the server, and the events it
-    has read."""
+    """This process's way to the store: its one writer, the capacity ledgers,
+    orders, fates and check-ins that write through it, the reads shaped by
+    the server, and the events it has read."""
 
     writer: Writer
     ledger: Ledger
     reads: Reads
     events: EventCache
+    orders: Orders
+    fates: Fates
+    checkins: Checkins
 
     @classmethod
     def create(cls, traits: StoreTraits = POINT_READS) -> Store:
         """The store's objects for a server with ``traits`` (the default, point
         reads, is right on any server and cheapest on FerretDB)."""
         writer = Writer()
-        return cls(writer, Ledger(writer, traits), Reads(traits), EventCache())
+        return cls(
+            writer, Ledger(writer, traits), Reads(traits), EventCache(), Orders(writer), Fates(writer), Checkins(writer)
+        )
 
     async def event(self, event_id: str) -> Event | None:
         """The event, read once per process (see ``EventCache``)."""

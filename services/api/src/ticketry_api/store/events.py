@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from ticketry.documents import Event
 
 EVENT_CACHE_SIZE = 1024
@@ -15,6 +17,11 @@ class EventCache:
     def __init__(self, size: int = EVENT_CACHE_SIZE) -> None:
         self.size = size
         self._events: dict[str, Event] = {}
+
+    @staticmethod
+    async def upcoming(after: datetime, limit: int) -> list[Event]:
+        """Up to ``limit`` events that start after ``after`` (a scan on FerretDB: rare)."""
+        return await Event.find({"starts_at": {"$gt": after}}).limit(limit).to_list()
 
     async def get(self, event_id: str) -> Event | None:
         """The event (None: no such event; a miss is not cached)."""

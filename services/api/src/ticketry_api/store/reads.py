@@ -17,7 +17,6 @@ from typing import Any
 
 from pymongo.asynchronous.collection import AsyncCollection
 from ticketry.db import StoreTraits
-from ticketry.documents import Order
 
 Doc = dict[str, Any]
 
@@ -59,9 +58,3 @@ class Reads:
             return {d["_id"]: d for d in await col.find({"_id": {"$in": ids}}, projection).to_list()}
         found = await asyncio.gather(*(col.find_one({"_id": i}, projection) for i in ids))
         return {i: d for i, d in zip(ids, found, strict=True) if d is not None}
-
-
-async def stored_status(order_id: str) -> str | None:
-    """The order document's ``status``, read by ``_id`` alone (None: no document)."""
-    raw = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"status": 1})
-    return None if raw is None else str(raw.get("status"))

@@ -1,0 +1,51 @@
+"""Check-ins in the store: lists, admissions (one per ticket and list, by a
+unique ``_id``), the ticket's first admission, every attempt, and scan answers
+kept under their nonce. Each read is by ``_id``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, ScanAnswer
+
+from ticketry_api.store.writer import Writer
+
+
+class Checkins:
+    """The check-ins, inserted through the process's one writer."""
+
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+
+    async def checkin_list(self, list_id: str) -> CheckinList | None:
+        return await CheckinList.get(list_id)
+
+    async def attempt(self, attempt: CheckinAttempt) -> None:
+        await attempt.insert()
+
+    async def admit(self, admission: Admission) -> datetime | None:
+        """Insert ``admission``; None if it is the ticket's first on its list,
+        else when the first one was."""
+        if not await self._writer.insert(Admission.get_pymongo_collection(), [admission.model_dump(by_alias=True)]):
+            return None
+        first = await Admission.get(admission.id)
+        return first.at if first is not None else admission.at
+
+    async def first_admission(self, checkin: Checkin) -> None:
+        """Record the ticket's first admission on any list (a later one is not its first)."""
+        await self._writer.insert(Checkin.get_pymongo_collection(), [checkin.model_dump(by_alias=True)])
+
+    async def claim_nonce(self, key: str) -> bool:
+        """Claim a scan's nonce for its first upload; False if it was claimed before."""
+        claim = ScanAnswer(id=key, status=0, body={}).model_dump(by_alias=True)
+        return not await self._writer.insert(ScanAnswer.get_pymongo_collection(), [claim])
+
+    async def answer(self, key: str) -> dict[str, Any] | None:
+        """The claim of a nonce: its ``status`` (0 until answered), ``body``, ``outcome`` and ``at``."""
+        return await ScanAnswer.get_pymongo_collection().find_one({"_id": key})
+
+    async def keep_answer(self, key: str, status: int, body: dict[str, Any], outcome: str) -> None:
+        await ScanAnswer.get_pymongo_collection().update_one(
+            {"_id": key}, {"$set": {"status": status, "body": body, "outcome": outcome}}
+        )

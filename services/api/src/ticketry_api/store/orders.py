@@ -1,0 +1,54 @@
+"""Orders in the store: what the domain reads and writes of them, each by
+``_id`` where FerretDB v1 would otherwise scan (an order's ``idem`` is read by
+its unique index, only after a lost race)."""
+
+from __future__ import annotations
+
+from ticketry.documents import Order
+
+from ticketry_api.store.writer import Step, Writer
+
+
+class Orders:
+    """The orders, written through the process's one writer."""
+
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+
+    @staticmethod
+    def steps(order: Order) -> list[Step]:
+        """The writes that record ``order`` (after its ledger entry, in the same round)."""
+        return [(Order.get_pymongo_collection(), [order.model_dump(by_alias=True)])]
+
+    async def record(self, order: Order) -> bool:
+        """Insert ``order``; False when its ``_id`` or ``idem`` was taken."""
+        first_dup, _ = await self._writer.insert_chain(self.steps(order))
+        return first_dup != 0
+
+    async def get(self, order_id: str) -> Order | None:
+        return await Order.get(order_id)
+
+    async def by_idem(self, idem: str) -> Order | None:
+        """The order of a buyer's Idempotency-Key scope (its unique ``idem``)."""
+        return await Order.find_one({"idem": idem})
+
+    async def status(self, order_id: str) -> str | None:
+        """The order document's ``status``, read by ``_id`` alone (None: no document)."""
+        raw = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"status": 1})
+        return None if raw is None else str(raw.get("status"))
+
+    async def abandon(self, order_id: str, event_id: str, quantity: int) -> bool:
+        """Claim ``order_id`` for the outbox sweep with an ``abandoned``
+        tombstone; True if the sweep owns it (now, or from an earlier sweep
+        that crashed before releasing), False if the order was recorded."""
+        tombstone = Order(
+            id=order_id, owner_id="", event_id=event_id, quantity=quantity, tier="standard",
+            holder_name="", status="abandoned", ticket_ids=[], idem=f"abandoned:{order_id}", request_hash="",
+        )  # fmt: skip
+        if await self._writer.insert(Order.get_pymongo_collection(), [tombstone.model_dump(by_alias=True)]):
+            return await self.status(order_id) == "abandoned"
+        return True
+
+    async def mark_cancelled(self, order_id: str) -> None:
+        """What reads show once a cancel won the order's fate (``Fates``)."""
+        await Order.get_pymongo_collection().update_one({"_id": order_id}, {"$set": {"status": "cancelled"}})
