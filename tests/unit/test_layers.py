@@ -1,0 +1,213 @@
+"""Layers (docs/design.md "Layers: edge, core, adapters"): the core modules
+import no I/O library, no adapter and nothing of the project outside the core.
+
+Read from the source with ``ast``, nothing imported: no server, and an import
+that only a type needs counts as much as any other. The doc's table names the
+same core and adapter modules as the lists here, so neither can drift.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "design.md"
+SECTION = "## Layers: edge, core, adapters"
+PATH = re.compile(r"`([\w/]+(?:\.py|/))`")  # a module `waitingroom/core.py`, a package `store/`
+
+# package -> (its row in the doc's table, its source directory)
+PACKAGES = {
+    "ticketry_api": ("api", "services/api/src/ticketry_api"),
+    "ticketry_renderer": ("renderer", "services/renderer/src/ticketry_renderer"),
+    "ticketry_notifier": ("notifier", "services/notifier/src/ticketry_notifier"),
+    "ticketry_scaler": ("scaler", "services/scaler/src/ticketry_scaler"),
+    "ticketry": ("shared", "shared/src/ticketry"),
+}
+
+CORE = [
+    "ticketry_api.waitingroom.core",
+    "ticketry_api.store.ledger_core",
+    "ticketry_api.store.batches",
+    "ticketry_api.webhooks.decide",
+    "ticketry_api.webhooks.signing",
+    "ticketry_renderer.decision",
+    "ticketry_renderer.rate",
+    "ticketry_notifier.handshake",
+    "ticketry_scaler.policy",
+    "ticketry.ids",
+    "ticketry.streams",
+    "ticketry.events",
+    "ticketry.auth",
+    "ticketry.codes",
+    "ticketry.tasks",
+]
+
+# Modules, or packages (all of their modules but the core ones), that do I/O.
+ADAPTERS = [
+    "ticketry_api.store",
+    "ticketry_api.orders",
+    "ticketry_api.cancel",
+    "ticketry_api.checkins",
+    "ticketry_api.readmodel",
+    "ticketry_api.ratelimit",
+    "ticketry_api.retention",
+    "ticketry_api.trim",
+    "ticketry_api.door_tickets",
+    "ticketry_api.waitingroom.store",
+    "ticketry_api.waitingroom.gate",
+    "ticketry_api.webhooks.sender",
+    "ticketry_api.webhooks.deadletters",
+    "ticketry_api.webhooks.index",
+    "ticketry_api.webhooks.destinations",
+    "ticketry_api.web.assets",
+    "ticketry_api.web.pdfs",
+    "ticketry_renderer.render",
+    "ticketry_renderer.fastpath",
+    "ticketry_renderer.designs",
+    "ticketry_renderer.metrics",
+    "ticketry_notifier.lookups",
+    "ticketry_scaler.observe",
+    "ticketry_scaler.leader",
+    "ticketry_scaler.cpu",
+    "ticketry_scaler.backends",
+    "ticketry.db",
+    "ticketry.consumer",
+    "ticketry.emit",
+    "ticketry.designs",
+    "ticketry.documents",
+    "ticketry.webhook_documents",
+    "ticketry.storage",
+    "ticketry.s3store",
+    "ticketry.fonts",
+    "ticketry.telemetry",
+    "ticketry.tracing",
+]
+
+IO_LIBRARIES = frozenset({
+    "redis", "pymongo", "motor", "beanie", "fastapi", "starlette", "faststream", "httpx", "aiohttp",
+    "websockets", "weasyprint", "subprocess", "socket", "uvicorn", "kubernetes", "kubernetes_asyncio",
+    "boto3", "aioboto3", "botocore", "aiobotocore",
+})  # fmt: skip
+# asyncio's (and an event loop's) sockets and subprocesses, reached without importing a library.
+IO_CALLS = frozenset({
+    "open_connection", "start_server", "open_unix_connection", "start_unix_server", "create_connection",
+    "create_server", "create_unix_connection", "create_unix_server", "create_datagram_endpoint",
+    "create_subprocess_exec", "create_subprocess_shell", "subprocess_exec", "subprocess_shell",
+    "sock_connect", "sock_accept", "getaddrinfo",
+})  # fmt: skip
+
+
+def _parts(name: str) -> tuple[Path, list[str]]:
+    package, *rest = name.split(".")
+    return ROOT / PACKAGES[package][1], rest
+
+
+def is_package(name: str) -> bool:
+    base, rest = _parts(name)
+    return (base.joinpath(*rest) / "__init__.py").is_file()
+
+
+def is_module(name: str) -> bool:
+    if name.split(".")[0] not in PACKAGES:
+        return False
+    base, rest = _parts(name)
+    return is_package(name) or (bool(rest) and base.joinpath(*rest).with_suffix(".py").is_file())
+
+
+def source_of(name: str) -> Path:
+    base, rest = _parts(name)
+    return base.joinpath(*rest) / "__init__.py" if is_package(name) else base.joinpath(*rest).with_suffix(".py")
+
+
+def doc_path(name: str) -> str:
+    """How the doc's table names a module: ``waitingroom/core.py``, a package ``store/``."""
+    rest = "/".join(name.split(".")[1:])
+    return f"{rest}/" if is_package(name) else f"{rest}.py"
+
+
+@cache
+def imported(name: str) -> frozenset[str]:
+    """Every dotted name the module imports, wherever (a function, ``TYPE_CHECKING``):
+    ``from a.b import c`` gives ``a.b.c`` when that is a module of the project, else ``a.b``."""
+    tree = ast.parse(source_of(name).read_text(), filename=str(source_of(name)))
+    here = name.split(".") if is_package(name) else name.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            within = here[: len(here) - node.level + 1] if node.level else []
+            base = ".".join([*within, *([node.module] if node.module else [])])
+            for alias in node.names:
+                out.add(f"{base}.{alias.name}" if is_module(f"{base}.{alias.name}") else base)
+        elif (
+            isinstance(node, ast.Call)
+            and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            out.add(node.args[0].value)
+    return frozenset(out)
+
+
+def is_adapter(name: str) -> bool:
+    return name not in CORE and any(name == a or name.startswith(f"{a}.") for a in ADAPTERS)
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_a_core_module_imports_no_io_library(module: str) -> None:
+    libraries = sorted(n for n in imported(module) if n.split(".")[0] in IO_LIBRARIES)
+    assert not libraries, f"{module} imports {libraries}: I/O belongs in an adapter"
+    tree = ast.parse(source_of(module).read_text())
+    calls = sorted({n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in IO_CALLS})
+    assert not calls, f"{module} uses {calls}: sockets and subprocesses belong in an adapter"
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_a_core_module_imports_no_adapter(module: str) -> None:
+    adapters = sorted(n for n in imported(module) if is_adapter(n))
+    assert not adapters, f"{module} imports the adapters {adapters}"
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_a_core_module_imports_nothing_of_the_project_but_the_core(module: str) -> None:
+    """So the core is pure all the way down (a package's ``__init__`` does not
+    count: ``from ticketry import streams`` is ``ticketry.streams``)."""
+    outside = sorted(n for n in imported(module) if n.split(".")[0] in PACKAGES and n not in CORE)
+    assert not outside, f"{module} imports {outside}, which the core list does not hold"
+
+
+def test_every_listed_module_exists() -> None:
+    missing = [m for m in [*CORE, *ADAPTERS] if not is_module(m)]
+    assert not missing, f"renamed or gone (update this list and docs/design.md): {missing}"
+    assert not set(CORE) & set(ADAPTERS)
+
+
+def _table() -> dict[str, dict[str, set[str]]]:
+    """The doc's layers table: row (service) -> column -> the module paths in it."""
+    text = DOC.read_text()
+    assert SECTION in text, f"docs/design.md has no {SECTION!r}"
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    table: dict[str, dict[str, set[str]]] = {}
+    for line in rows[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        table[cells[0]] = {col: set(PATH.findall(cell)) for col, cell in zip(header, cells, strict=True)}
+    return table
+
+
+@pytest.mark.parametrize(("column", "listed"), [("core (pure)", CORE), ("adapters", ADAPTERS)])
+def test_the_doc_names_the_listed_modules(column: str, listed: list[str]) -> None:
+    table = _table()
+    assert set(table) == {row for row, _ in PACKAGES.values()}
+    for package, (row, _) in PACKAGES.items():
+        mine = {doc_path(m) for m in listed if m.split(".")[0] == package}
+        doc = table[row][column]
+        assert doc == mine, f"docs/design.md, {row} / {column}: only in the doc {doc - mine}, only here {mine - doc}"
