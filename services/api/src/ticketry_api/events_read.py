@@ -8,11 +8,12 @@ from ticketry.documents import Event
 from ticketry.ids import is_valid_id
 
 from ticketry_api.errors import Problem
+from ticketry_api.store import Store
 
 
-async def own_event(event_id: str, who: Principal) -> Event:
+async def own_event(store: Store, event_id: str, who: Principal) -> Event:
     """The event if ``who`` organises it (admin: any); 404 otherwise."""
-    event = await Event.get(event_id) if is_valid_id(event_id, "ev") else None
+    event = await store.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None or not who.owns(event.organizer_id):
         raise Problem(404, "event not found")
     return event

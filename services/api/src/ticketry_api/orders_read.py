@@ -6,10 +6,8 @@ order, event, download and page routes; the statuses themselves come from
 
 from __future__ import annotations
 
-from typing import Any
-
 from ticketry.auth import Principal
-from ticketry.documents import ORDER_SUMMARY, Event, Order, is_placed
+from ticketry.documents import Event, Order, is_placed
 from ticketry.ids import is_valid_id, ticket_id
 
 from ticketry_api.errors import Problem
@@ -20,12 +18,6 @@ from ticketry_api.store import Store
 
 def progress_url(state_url: str, order_id: str) -> str:
     return f"{state_url.rstrip('/')}/v1/orders/{order_id}/progress"
-
-
-def summary_of(doc: dict[str, Any]) -> Order:
-    """An order read with ``ORDER_SUMMARY`` (without its per-ticket lists)."""
-    order: Order = Order.model_validate({**doc, "ticket_ids": []})
-    return order
 
 
 def order_summary(order: Order, event: Event) -> OrderSummary:
@@ -40,11 +32,7 @@ def order_summary(order: Order, event: Event) -> OrderSummary:
 async def visible_order(order_id: str, who: Principal, store: Store) -> tuple[Order, Event]:
     """The order if ``who`` may see it: its buyer, its event's organiser, an
     admin; 404 otherwise (existence does not leak)."""
-    # Without its lists of ticket ids and holders (10,000 each in a big order):
-    # a ticket's id is its order's and its place (``ids.ticket_id``).
-    col = Order.get_pymongo_collection()
-    doc = await col.find_one({"_id": order_id}, ORDER_SUMMARY) if is_valid_id(order_id, "or") else None
-    order = summary_of(doc) if doc is not None else None
+    order = await store.orders.summary(order_id) if is_valid_id(order_id, "or") else None
     event = await store.event(order.event_id) if order is not None else None
     if order is None or event is None or not is_placed(order.status):
         raise Problem(404, "order not found")

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
-
-from pymongo.asynchronous.collection import AsyncCollection
 
 from ticketry_api.errors import Problem
 
@@ -40,18 +37,3 @@ def decode_index(cursor: str | None, end: int) -> int:
     if not raw.isdigit() or not 0 < int(raw) < end:
         raise Problem(422, "invalid cursor", "use the `next` of the previous page")
     return int(raw)
-
-
-async def by_id(
-    col: AsyncCollection[dict[str, Any]],
-    query: dict[str, Any],
-    cursor: str | None,
-    limit: int,
-    projection: dict[str, Any] | None = None,
-) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of ``col``'s documents matching ``query``, in ``_id`` order
-    after the cursor's position; and the next page's cursor (None: the last)."""
-    if (after := decode(cursor)) is not None:
-        query = {**query, "_id": {"$gt": after}}
-    found = await col.find(query, projection).sort("_id", 1).limit(limit + 1).to_list()
-    return found[:limit], encode(found[limit - 1]["_id"]) if len(found) > limit else None

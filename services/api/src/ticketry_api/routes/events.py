@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter, Depends, Query
 from ticketry import designs, fonts
 from ticketry.auth import Principal
-from ticketry.documents import ORDER_SUMMARY, CheckinList, Event, Order, Tier
+from ticketry.documents import CheckinList, Event, Tier
 from ticketry.ids import is_valid_id, new_id
 
 from ticketry_api import pages
@@ -18,7 +18,7 @@ from ticketry_api.deps import AnyUser, State, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.events_read import own_event
 from ticketry_api.orders import minor_to_decimal, request_designs
-from ticketry_api.orders_read import order_summary, summary_of
+from ticketry_api.orders_read import order_summary
 from ticketry_api.schemas import (
     CheckinListIn,
     CheckinListOut,
@@ -83,7 +83,7 @@ async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
         on_sale_at=body.on_sale_at.astimezone(UTC) if body.on_sale_at else None,
         waiting_room=body.waiting_room,
     )
-    await event.insert()
+    await state.db.events.insert(event)
     # Its designs are built now, not by its first ticket: the 201 waits for them (bounded).
     asked = await request_designs(state.redis, state.keyring, event)
     if not await designs.wait_built(state.redis, asked, state.settings.design_wait_s):
@@ -96,15 +96,13 @@ async def list_events(
     who: Organizer, state: State, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
 ) -> Page[EventOut]:
     """The caller's own events (admin: all), oldest first."""
-    query: dict[str, object] = {} if who.is_admin else {"organizer_id": who.sub}
-    found, nxt = await pages.by_id(Event.get_pymongo_collection(), query, cursor, limit)
-    events = [Event.model_validate(d) for d in found]
+    events, nxt = await state.db.events.of_organizer(None if who.is_admin else who.sub, cursor, limit)
     return Page(items=[event_out(e, await state.db.ledger.sold(e.id)) for e in events], next=nxt)
 
 
 @router.get("/{event_id}", response_model=EventOut, responses=problems(401, 404, 422))
 async def get_event(event_id: str, _: AnyUser, state: State) -> EventOut:
-    event = await Event.get(event_id) if is_valid_id(event_id, "ev") else None
+    event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
     return event_out(event, await state.db.ledger.sold(event.id))
@@ -112,37 +110,36 @@ async def get_event(event_id: str, _: AnyUser, state: State) -> EventOut:
 
 @router.get("/{event_id}/orders", response_model=Page[OrderSummary], responses=problems(401, 403, 404, 422))
 async def event_orders(
-    event_id: str, who: Organizer, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
+    event_id: str, who: Organizer, state: State, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
 ) -> Page[OrderSummary]:
     """The orders of an event the caller organises, oldest id first."""
-    event = await own_event(event_id, who)
-    query: dict[str, object] = {"event_id": event.id, "status": {"$ne": "abandoned"}}
-    found, nxt = await pages.by_id(Order.get_pymongo_collection(), query, cursor, limit, ORDER_SUMMARY)
-    return Page(items=[order_summary(summary_of(d), event) for d in found], next=nxt)
+    event = await own_event(state.db, event_id, who)
+    found, nxt = await state.db.orders.of_event(event.id, cursor, limit)
+    return Page(items=[order_summary(o, event) for o in found], next=nxt)
 
 
 @router.post(
     "/{event_id}/checkin-lists", status_code=201, response_model=CheckinListOut, responses=problems(401, 403, 404, 422)
 )
-async def create_checkin_list(event_id: str, body: CheckinListIn, who: Organizer) -> CheckinListOut:
-    event = await own_event(event_id, who)
+async def create_checkin_list(event_id: str, body: CheckinListIn, who: Organizer, state: State) -> CheckinListOut:
+    event = await own_event(state.db, event_id, who)
     tiers = body.tiers or []
     if unknown := sorted(set(tiers) - {t.id for t in event.tier_list()}):
         raise Problem(422, "unknown tier", f"this event has no tier {', '.join(unknown)}")
     lst = CheckinList(id=new_id("cl"), event_id=event.id, name=body.name, tiers=tiers)
-    await lst.insert()
+    await state.db.checkins.create_list(lst)
     return CheckinListOut(id=lst.id, event_id=lst.event_id, name=lst.name, tiers=lst.tiers)
 
 
 @router.get("/{event_id}/checkin-lists", response_model=Page[CheckinListOut], responses=problems(401, 403, 404, 422))
 async def checkin_lists(
-    event_id: str, who: Annotated[Principal, Depends(require("organizer", "staff"))]
+    event_id: str, who: Annotated[Principal, Depends(require("organizer", "staff"))], state: State
 ) -> Page[CheckinListOut]:
     """An event's check-in lists: for its organiser, and for staff who may scan for it."""
-    event = await Event.get(event_id) if is_valid_id(event_id, "ev") else None
+    event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None or (who.role == "organizer" and event.organizer_id != who.sub):
         raise Problem(404, "event not found")
     if not who.may_scan_for(event.id):
         raise Problem(403, "forbidden", "this token may not check in for this event")
-    found = await CheckinList.find({"event_id": event.id}).sort("_id").to_list()
+    found = await state.db.checkins.lists_of(event.id)
     return Page(items=[CheckinListOut(id=c.id, event_id=c.event_id, name=c.name, tiers=c.tiers) for c in found])

@@ -6,14 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
 from ticketry.auth import Principal
-from ticketry.documents import ORDER_SUMMARY, Order
 from ticketry.tracing import tracer
 
 from ticketry_api import cancel, pages
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import problems
 from ticketry_api.orders import place_order, unit_price_of
-from ticketry_api.orders_read import order_summary, progress_url, summary_of, tickets_of, visible_order
+from ticketry_api.orders_read import order_summary, progress_url, tickets_of, visible_order
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses
 from ticketry_api.schemas import (
     CancelOut,
@@ -96,12 +95,9 @@ async def list_orders(
     """The caller's own orders, oldest id first, optionally of one event.
     (``status`` here is ``processing`` or ``cancelled``; the order itself tells
     its render outcome.)"""
-    query: dict[str, object] = {"owner_id": who.sub}
-    if event_id is not None:
-        query["event_id"] = event_id
-    found, nxt = await pages.by_id(Order.get_pymongo_collection(), query, cursor, limit, ORDER_SUMMARY)
+    found, nxt = await state.db.orders.of_buyer(who.sub, event_id, cursor, limit)
     items = []
-    for order in map(summary_of, found):
+    for order in found:
         if (event := await state.db.event(order.event_id)) is not None:
             items.append(order_summary(order, event))
     return Page(items=items, next=nxt)

@@ -23,7 +23,6 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import BaseModel
 from ticketry.auth import QUEUE_SCOPE, Principal
-from ticketry.documents import Order
 from ticketry.ids import is_valid_id, order_of_ticket, ticket_id
 
 from ticketry_api.deps import State
@@ -128,11 +127,10 @@ class OrderPage(BaseModel):
 @router.get("/o/{order_id}/state", response_model=OrderPage)
 async def order_state(order_id: str, who: Reader, state: State) -> OrderPage:
     head = await order_of_buyer(order_id, who, state.db)
-    doc = await Order.get_pymongo_collection().find_one({"_id": head.id}, {"ticket_ids": 0})
+    order = await state.db.orders.with_holders(head.id)
     event = await state.db.event(head.event_id)
-    if doc is None or event is None:
+    if order is None or event is None:
         raise Problem(404, "order not found")
-    order = Order.model_validate({**doc, "ticket_ids": []})
     status, rendered, failed = await order_outcome(state.redis, order)
     ids = [ticket_id(order.id, n) for n in range(order.quantity)]
     statuses = await order_ticket_statuses(state.db.reads, order, ids, all_rendered=status == "completed")

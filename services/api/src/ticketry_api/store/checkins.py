@@ -21,6 +21,15 @@ class Checkins:
     async def checkin_list(self, list_id: str) -> CheckinList | None:
         return await CheckinList.get(list_id)
 
+    @staticmethod
+    async def create_list(lst: CheckinList) -> None:
+        await lst.insert()
+
+    @staticmethod
+    async def lists_of(event_id: str) -> list[CheckinList]:
+        """An event's check-in lists in id order."""
+        return await CheckinList.find({"event_id": event_id}).sort("_id").to_list()
+
     async def attempt(self, attempt: CheckinAttempt) -> None:
         await attempt.insert()
 

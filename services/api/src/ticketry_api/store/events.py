@@ -8,6 +8,8 @@ from datetime import datetime
 
 from ticketry.documents import Event
 
+from ticketry_api.store.reads import page_by_id
+
 EVENT_CACHE_SIZE = 1024
 
 
@@ -17,6 +19,17 @@ class EventCache:
     def __init__(self, size: int = EVENT_CACHE_SIZE) -> None:
         self.size = size
         self._events: dict[str, Event] = {}
+
+    @staticmethod
+    async def insert(event: Event) -> None:
+        await event.insert()
+
+    @staticmethod
+    async def of_organizer(organizer_id: str | None, cursor: str | None, limit: int) -> tuple[list[Event], str | None]:
+        """A page of an organiser's events (None: everyone's) in id order; the next page's cursor."""
+        query: dict[str, object] = {} if organizer_id is None else {"organizer_id": organizer_id}
+        found, nxt = await page_by_id(Event.get_pymongo_collection(), query, cursor, limit)
+        return [Event.model_validate(d) for d in found], nxt
 
     @staticmethod
     async def upcoming(after: datetime, limit: int) -> list[Event]:

@@ -4,8 +4,11 @@ its unique index, only after a lost race)."""
 
 from __future__ import annotations
 
-from ticketry.documents import Order
+from typing import Any
 
+from ticketry.documents import ORDER_SUMMARY, Order
+
+from ticketry_api.store.reads import page_by_id
 from ticketry_api.store.writer import Step, Writer
 
 
@@ -27,6 +30,35 @@ class Orders:
 
     async def get(self, order_id: str) -> Order | None:
         return await Order.get(order_id)
+
+    async def summary(self, order_id: str) -> Order | None:
+        """The order without its per-ticket lists (10,000 ids and holders in a
+        big order): a ticket's id is its order's and its place."""
+        doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, ORDER_SUMMARY)
+        return summary_of(doc) if doc is not None else None
+
+    async def with_holders(self, order_id: str) -> Order | None:
+        """The order with its holders' names but not its list of ticket ids."""
+        doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"ticket_ids": 0})
+        return Order.model_validate({**doc, "ticket_ids": []}) if doc is not None else None
+
+    async def of_buyer(
+        self, owner_id: str, event_id: str | None, cursor: str | None, limit: int
+    ) -> tuple[list[Order], str | None]:
+        """A page of a buyer's orders (of one event), summaries in id order; the next page's cursor."""
+        query: dict[str, Any] = {"owner_id": owner_id}
+        if event_id is not None:
+            query["event_id"] = event_id
+        return await self._page(query, cursor, limit)
+
+    async def of_event(self, event_id: str, cursor: str | None, limit: int) -> tuple[list[Order], str | None]:
+        """A page of an event's orders (not the sweep's tombstones), summaries in id order."""
+        return await self._page({"event_id": event_id, "status": {"$ne": "abandoned"}}, cursor, limit)
+
+    @staticmethod
+    async def _page(query: dict[str, Any], cursor: str | None, limit: int) -> tuple[list[Order], str | None]:
+        found, nxt = await page_by_id(Order.get_pymongo_collection(), query, cursor, limit, ORDER_SUMMARY)
+        return [summary_of(d) for d in found], nxt
 
     async def by_idem(self, idem: str) -> Order | None:
         """The order of a buyer's Idempotency-Key scope (its unique ``idem``)."""
@@ -52,3 +84,9 @@ class Orders:
     async def mark_cancelled(self, order_id: str) -> None:
         """What reads show once a cancel won the order's fate (``Fates``)."""
         await Order.get_pymongo_collection().update_one({"_id": order_id}, {"$set": {"status": "cancelled"}})
+
+
+def summary_of(doc: dict[str, Any]) -> Order:
+    """An order read with ``ORDER_SUMMARY`` (without its per-ticket lists)."""
+    order: Order = Order.model_validate({**doc, "ticket_ids": []})
+    return order

@@ -18,6 +18,8 @@ from typing import Any
 from pymongo.asynchronous.collection import AsyncCollection
 from ticketry.db import StoreTraits
 
+from ticketry_api import pages
+
 Doc = dict[str, Any]
 
 # FerretDB: up to this many ids, documents are read one by one by ``_id``; above, by one scan.
@@ -58,3 +60,18 @@ class Reads:
             return {d["_id"]: d for d in await col.find({"_id": {"$in": ids}}, projection).to_list()}
         found = await asyncio.gather(*(col.find_one({"_id": i}, projection) for i in ids))
         return {i: d for i, d in zip(ids, found, strict=True) if d is not None}
+
+
+async def page_by_id(
+    col: AsyncCollection[dict[str, Any]],
+    query: dict[str, Any],
+    cursor: str | None,
+    limit: int,
+    projection: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of ``col``'s documents matching ``query``, in ``_id`` order
+    after the cursor's position; and the next page's cursor (None: the last)."""
+    if (after := pages.decode(cursor)) is not None:
+        query = {**query, "_id": {"$gt": after}}
+    found = await col.find(query, projection).sort("_id", 1).limit(limit + 1).to_list()
+    return found[:limit], pages.encode(found[limit - 1]["_id"]) if len(found) > limit else None

@@ -80,7 +80,7 @@ def _out(hook: WebhookEndpoint) -> WebhookOut:
 async def create_webhook(
     event_id: str, body: WebhookIn, who: Organizer, settings: Settings, state: State
 ) -> WebhookCreated:
-    event = await own_event(event_id, who)
+    event = await own_event(state.db, event_id, who)
     try:
         await check_destination(body.url, allow_private=settings.allow_private)
     except RefusedDestination as exc:
@@ -99,15 +99,15 @@ async def create_webhook(
 
 
 @router.get("", response_model=WebhookList, responses=problems(401, 403, 404, 422))
-async def list_webhooks(event_id: str, who: Organizer) -> WebhookList:
-    event = await own_event(event_id, who)
+async def list_webhooks(event_id: str, who: Organizer, state: State) -> WebhookList:
+    event = await own_event(state.db, event_id, who)
     found = await WebhookEndpoint.find({"event_id": event.id}).sort("_id").to_list()
     return WebhookList(items=[_out(h) for h in found])
 
 
 @router.delete("/{webhook_id}", status_code=204, responses=problems(401, 403, 404, 422))
 async def delete_webhook(event_id: str, webhook_id: str, who: Organizer, state: State) -> Response:
-    event = await own_event(event_id, who)
+    event = await own_event(state.db, event_id, who)
     hook = await WebhookEndpoint.get(webhook_id) if _WEBHOOK_ID.match(webhook_id) else None
     if hook is None or hook.event_id != event.id:
         raise Problem(404, "webhook not found")
