@@ -65,7 +65,8 @@ import httpx
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from ticketry import streams
-from ticketry.db import as_text, connect_redis
+from ticketry.db import connect_redis
+from ticketry.replies import as_text
 from ticketry_devstack.procs import REPO, Proc, Stack, free_port, start_stack
 from ticketry_scaler import observe
 from ticketry_scaler.config import ScalerSettings

@@ -56,7 +56,8 @@ import httpx
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.auth import issue_token
-from ticketry.db import as_text, connect_redis
+from ticketry.db import connect_redis
+from ticketry.replies import as_text
 from ticketry.settings import DEV_JWT_SECRET, CommonSettings
 from ticketry_devstack.procs import Stack, free_port, start_stack
 from ticketry_scaler import observe

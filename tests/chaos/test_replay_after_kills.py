@@ -21,7 +21,7 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import as_text
+from ticketry.replies import as_text
 
 from tests.chaos.support import (
     RENDERER_KILL_ENV,

@@ -12,7 +12,8 @@ import logging
 import pytest
 from redis.asyncio import Redis
 from ticketry.consumer import GroupConsumer
-from ticketry.db import Entry, ensure_group, entries_of, next_cursor
+from ticketry.db import ensure_group, entries_of, next_cursor
+from ticketry.replies import Entry
 
 from tests.helpers import until
 

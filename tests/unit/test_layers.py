@@ -38,6 +38,7 @@ CORE = [
     "ticketry_renderer.decision",
     "ticketry_renderer.rate",
     "ticketry_notifier.handshake",
+    "ticketry_notifier.core",
     "ticketry_scaler.policy",
     "ticketry.ids",
     "ticketry.streams",
@@ -45,6 +46,7 @@ CORE = [
     "ticketry.auth",
     "ticketry.codes",
     "ticketry.tasks",
+    "ticketry.replies",
 ]
 
 # Modules, or packages (all of their modules but the core ones), that do I/O.

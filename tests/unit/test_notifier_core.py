@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from ticketry.db import Entry
+from ticketry.replies import Entry
 from ticketry_notifier import core, handshake
 from ticketry_notifier.core import OrderHead, OrderOutcome, Replay, Snapshot
 

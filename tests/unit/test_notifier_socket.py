@@ -26,8 +26,8 @@ from pymongo import MongoClient
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.auth import issue_token
-from ticketry.db import as_text
 from ticketry.ids import new_id
+from ticketry.replies import as_text
 from ticketry.settings import DEV_JWT_SECRET
 from ticketry_api.waitingroom import store
 from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port

@@ -21,7 +21,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from ticketry.db import Entry, claim_idle, ensure_group, entries_of, next_cursor
+from ticketry.db import claim_idle, ensure_group, entries_of, next_cursor
+from ticketry.replies import Entry
 from ticketry.retry import Retrying
 
 READ_BLOCK_MS = 1000

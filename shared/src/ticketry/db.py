@@ -39,6 +39,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import BusyLoadingError, ConnectionError, ResponseError, TimeoutError
 
 from ticketry.documents import ALL_DOCUMENTS
+from ticketry.replies import Entry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -234,15 +235,6 @@ async def ensure_groups(redis: Redis) -> None:
     for lane in streams.RENDER_LANES:
         await ensure_group(redis, lane, streams.RENDERERS_GROUP)
     await ensure_group(redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP)
-
-
-def as_text(value: Any) -> str:
-    """A Redis reply value (bytes without ``decode_responses``) as ``str``."""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-# A stream entry as redis-py returns it (no decode_responses): id and field map.
-Entry = tuple[bytes, dict[bytes, bytes]]
 
 
 def next_cursor(cursor: str, entries: list[Entry]) -> str:

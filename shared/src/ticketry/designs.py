@@ -32,8 +32,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from ticketry import db, streams
-from ticketry.db import as_text
 from ticketry.events import RenderRequest
+from ticketry.replies import as_text
 
 
 async def ensure_group(redis: Redis) -> None:

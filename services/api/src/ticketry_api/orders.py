@@ -51,10 +51,10 @@ from redis.asyncio import Redis
 from ticketry import designs, fonts, streams
 from ticketry.auth import Principal
 from ticketry.codes import Keyring
-from ticketry.db import as_text
 from ticketry.documents import Event, Order, Tier, is_placed, utcnow
 from ticketry.events import RenderRequest
 from ticketry.ids import is_valid_id, new_id, ticket_id, ticket_ids
+from ticketry.replies import as_text
 from ticketry.tracing import current_traceparent
 
 from ticketry_api import ratelimit

@@ -31,9 +31,9 @@ from typing import Any
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.consumer import GroupConsumer
-from ticketry.db import Entry
 from ticketry.documents import OrderState, TicketState
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
+from ticketry.replies import Entry
 
 from ticketry_api.readmodel import completed_status
 from ticketry_api.store.writer import Writer

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import as_text
 from ticketry.documents import Checkin, Order, OrderState, PublicOrderStatus, TicketState, TicketStatus, is_placed
 from ticketry.ids import order_of_ticket
+from ticketry.replies import as_text
 
 from ticketry_api.store.reads import Reads
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import orjson
 from ticketry import streams
-from ticketry.db import Entry, as_text
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
+from ticketry.replies import Entry, as_text
 from ticketry.streams import StreamKey, stream_key
 
 from ticketry_notifier import handshake

@@ -18,7 +18,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import as_text
+from ticketry.replies import as_text
 from ticketry.retry import Retrying, RetryPolicy
 
 from ticketry_notifier import core, handshake

@@ -20,7 +20,7 @@ from prometheus_client import Counter
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from ticketry import streams
-from ticketry.db import as_text
+from ticketry.replies import as_text
 
 log = logging.getLogger(__name__)
 

@@ -39,8 +39,8 @@ from redis.exceptions import RedisError
 from starlette.websockets import WebSocket
 from ticketry import streams
 from ticketry.auth import QUEUE_SCOPE, AuthError
-from ticketry.db import as_text
 from ticketry.ids import is_valid_id
+from ticketry.replies import as_text
 from ticketry.retry import Retrying
 
 from ticketry_notifier import handshake

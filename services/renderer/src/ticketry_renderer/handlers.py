@@ -39,9 +39,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import streams
-from ticketry.db import Entry, as_text, claim_idle, entries_of
+from ticketry.db import claim_idle, entries_of
 from ticketry.emit import cancelled_orders, queue_final
 from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
+from ticketry.replies import Entry, as_text
 from ticketry.storage import PdfStore, StorageUnavailable, open_store, pdf_key
 from ticketry.tasks import pause
 from ticketry.tracing import context_from, current_traceparent, tracer

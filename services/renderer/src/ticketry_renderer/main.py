@@ -15,7 +15,8 @@ from prometheus_client import start_http_server
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import designs, streams
-from ticketry.db import Entry, connect_redis, ensure_groups
+from ticketry.db import connect_redis, ensure_groups
+from ticketry.replies import Entry
 from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing

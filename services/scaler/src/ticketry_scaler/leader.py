@@ -39,7 +39,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import as_text
+from ticketry.replies import as_text
 
 # KEYS: leader, fence. ARGV: instance, ttl_ms. Returns the token held (or nil).
 _ACQUIRE = """

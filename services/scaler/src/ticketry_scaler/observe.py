@@ -10,7 +10,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from ticketry import streams
-from ticketry.db import as_text
+from ticketry.replies import as_text
 
 from ticketry_scaler.policy import LaneBacklog
 

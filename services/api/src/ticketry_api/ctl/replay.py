@@ -35,8 +35,9 @@ from pymongo import AsyncMongoClient
 from pymongo.uri_parser import parse_uri
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import as_text, connect_mongo, entries_of
+from ticketry.db import connect_mongo, entries_of
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
+from ticketry.replies import as_text
 
 from ticketry_api import projector
 from ticketry_api.ctl.common import JsonOpt, console, err, fail, print_json, redis_client, run, settings

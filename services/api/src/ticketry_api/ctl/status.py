@@ -22,7 +22,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from ticketry import streams
-from ticketry.db import as_text
+from ticketry.replies import as_text
 
 from ticketry_api.ctl.common import JsonOpt, console, print_json, redis_client, run
 

@@ -9,7 +9,7 @@ import orjson
 import typer
 from rich.table import Table
 from ticketry import streams
-from ticketry.db import as_text
+from ticketry.replies import as_text
 from ticketry.webhook_documents import WebhookEndpoint
 
 from ticketry_api.ctl.common import JsonOpt, check_ids, console, fail, mongo_client, print_json, redis_client, run

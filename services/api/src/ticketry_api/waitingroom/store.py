@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import as_text
+from ticketry.replies import as_text
 
 # The scripts' hash and update field names, from ``streams`` ($admitted, $event, …).
 _FIELDS = {

@@ -16,8 +16,9 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import as_text, entries_of
+from ticketry.db import entries_of
 from ticketry.events import DecodeError
+from ticketry.replies import as_text
 
 from ticketry_api.webhooks.models import Delivery
 

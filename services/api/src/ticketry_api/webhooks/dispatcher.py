@@ -26,9 +26,9 @@ from prometheus_client import Counter
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.consumer import GroupConsumer
-from ticketry.db import Entry
 from ticketry.documents import Order
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
+from ticketry.replies import Entry
 from ticketry.webhook_documents import WebhookEndpoint
 
 from ticketry_api.store.reads import Reads

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import as_text
+from ticketry.replies import as_text
 from ticketry.webhook_documents import WebhookEndpoint
 
 

@@ -30,8 +30,9 @@ import httpx
 import orjson
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import Entry, as_text, ensure_group, entries_of
+from ticketry.db import ensure_group, entries_of
 from ticketry.events import DecodeError
+from ticketry.replies import Entry, as_text
 from ticketry.retry import Retrying
 from ticketry.webhook_documents import WebhookEndpoint
 
