@@ -93,7 +93,7 @@ async def _admit(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: 
     except Problem:
         await attempt(None, "refused")
         raise
-    ticket = await ticket_of(v.ticket_id)
+    ticket = await ticket_of(db, v.ticket_id)
     # A genuine bound code names its ticket's own event and tier; anything else is no ticket.
     if ticket is None or (v.event_id is not None and (v.event_id, v.tier) != (ticket.event_id, ticket.tier)):
         await attempt(v.ticket_id, "refused")

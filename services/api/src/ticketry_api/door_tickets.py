@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from ticketry.documents import Admission, CheckinList, Event, Order
+from ticketry.documents import CheckinList, Event
 from ticketry.ids import MAX_TICKETS_PER_ORDER, is_valid_id, ticket_id
 
 from ticketry_api import pages
 from ticketry_api.errors import Problem
+from ticketry_api.store import Store
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 2000
@@ -130,7 +131,7 @@ class DoorPage:
     next: str | None
 
 
-async def read_page(lst: CheckinList, cursor: str | None, limit: int) -> DoorPage:
+async def read_page(store: Store, lst: CheckinList, cursor: str | None, limit: int) -> DoorPage:
     """One page of ``lst``'s tickets with their status on it.
 
     Orders are read in batches only until the page is full (a big order's
@@ -140,28 +141,11 @@ async def read_page(lst: CheckinList, cursor: str | None, limit: int) -> DoorPag
     each page scans the event's orders once, as ``GET /v1/events/{id}/orders``
     does; the limit keeps the number of pages (and scans) small."""
     start = parse_position(pages.decode(cursor))
-    col = Order.get_pymongo_collection()
-    docs: list[dict[str, Any]] = []
-    room = limit + 1  # one ticket more than the page: whether there is a next page
-    found = (
-        col.find(orders_query(lst.event_id, lst.tiers, start), ORDER_FIELDS)
-        .sort("_id", 1)
-        .batch_size(min(room, ORDER_BATCH))
-    )
-    try:
-        async for doc in found:
-            docs.append(doc)
-            room -= tickets_left(doc, start)
-            if room <= 0:
-                break
-    finally:
-        await found.close()
+    query = orders_query(lst.event_id, lst.tiers, start)
+    # One ticket more than the page: whether there is a next page.
+    docs = await store.orders.for_door(query, ORDER_FIELDS, limit + 1, lambda d: tickets_left(d, start), ORDER_BATCH)
     tickets, nxt = expand(docs, start, limit)
-    admitted: dict[str, datetime] = {}
-    if tickets:
-        span = {"$gte": f"{lst.id}/{tickets[0].id}", "$lte": f"{lst.id}/{tickets[-1].id}"}
-        async for a in Admission.get_pymongo_collection().find({"_id": span}, {"ticket_id": 1, "at": 1}):
-            admitted[a["ticket_id"]] = a["at"]
+    admitted = await store.checkins.admissions_between(lst.id, tickets[0].id, tickets[-1].id) if tickets else {}
     rows = [(t, door_status(t, admitted.get(t.id)), admitted.get(t.id)) for t in tickets]
     return DoorPage(rows, pages.encode(nxt.text()) if nxt is not None else None)
 

@@ -68,7 +68,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         tasks = []
         if settings.run_projector:
             consumer = f"api-{socket.gethostname()}-{os.getpid()}"
-            tasks.append(asyncio.create_task(run_projector(redis, db.writer, consumer, settings.projector_batch, stop)))
+            tasks.append(
+                asyncio.create_task(run_projector(redis, db.tickets, consumer, settings.projector_batch, stop))
+            )
         tasks.append(
             asyncio.create_task(
                 _every(
@@ -77,7 +79,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                 )
             )
         )  # fmt: skip
-        tasks.append(asyncio.create_task(webhooks.run(redis, db.reads, stop)))  # webhook dispatcher + sender
+        tasks.append(asyncio.create_task(webhooks.run(redis, db, stop)))  # webhook dispatcher + sender
         tasks.append(asyncio.create_task(waitingroom.run(redis, db, app.state.admission, settings, stop)))  # admission
         if settings.pdf_retention_days:  # PDFs of past events (retention.py)
             pdfs = app.state.ticketry.pdf_store()

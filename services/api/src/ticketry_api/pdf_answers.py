@@ -21,7 +21,7 @@ from ticketry_api.web.pdfs import PART_SIZE, join_pdfs
 async def pdf_answer(state: AppState, t: TicketOf) -> Response:
     """The PDF of ``t``, whose caller was checked: served, or a redirect to a
     presigned URL of the object store."""
-    status = await ticket_status(t)
+    status = await ticket_status(state.db, t)
     if status == "cancelled":
         raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
     store = state.pdf_store()
@@ -44,11 +44,11 @@ async def joined_pdf(state: AppState, order: Order, part: int) -> Response:
     """The rendered tickets of ``order``'s ``part`` (``PART_SIZE`` tickets each) as one PDF."""
     if part * PART_SIZE >= order.quantity:
         raise Problem(404, "no such part", f"this order has {-(-order.quantity // PART_SIZE)} part(s)")
-    status, _, _ = await order_outcome(state.redis, order)
+    status, _, _ = await order_outcome(state.redis, state.db, order)
     if status == "cancelled":
         raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
     ids = tickets_of(order, part * PART_SIZE, PART_SIZE)
-    statuses = await order_ticket_statuses(state.db.reads, order, ids, all_rendered=status == "completed")
+    statuses = await order_ticket_statuses(state.db, order, ids, all_rendered=status == "completed")
     rendered = [t for t in ids if statuses.get(t) in ("rendered", "checked_in")]
     if not rendered:
         raise Problem(409, "not rendered", "none of these tickets is rendered yet")

@@ -36,7 +36,7 @@ from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.replies import Entry
 
 from ticketry_api.readmodel import completed_status
-from ticketry_api.store.writer import Writer
+from ticketry_api.store.tickets import Tickets
 from ticketry_api.trim import trim_all
 
 log = logging.getLogger(__name__)
@@ -79,50 +79,17 @@ class Fold:
                 ).model_dump(by_alias=True)  # fmt: skip
 
 
-async def apply(writer: Writer, events: Iterable[TicketEvent]) -> None:
+async def apply(tickets: Tickets, events: Iterable[TicketEvent]) -> None:
     fold = Fold()
     for ev in events:
         fold.add(ev)
     if fold.states:
-        await insert_states(writer, list(fold.states.values()))
+        await tickets.insert_states(list(fold.states.values()))
     if fold.outcomes:
-        await insert_outcomes(writer, list(fold.outcomes.values()))
+        await tickets.insert_outcomes(list(fold.outcomes.values()))
 
 
-async def insert_outcomes(writer: Writer, docs: list[dict[str, Any]]) -> None:
-    """Insert order outcomes in one batch. A duplicate is a replay (nothing to
-    do) or a second completion after a re-drive (newer: replace the counters)."""
-    col = OrderState.get_pymongo_collection()
-    for doc in await _insert_new(writer, col, docs):
-        current = await col.find_one({"_id": doc["_id"]}, {"last_event": 1})
-        if current is not None and current["last_event"] < doc["last_event"]:
-            await col.update_one({"_id": doc["_id"]}, {"$set": {k: v for k, v in doc.items() if k != "_id"}})
-
-
-async def insert_states(writer: Writer, docs: list[dict[str, Any]]) -> None:
-    """Insert render outcomes in one batch (one transaction on FerretDB).
-
-    A duplicate means the ticket already has a state: a replay (nothing to do),
-    or a re-driven dead letter that has now rendered (``failed → rendered``, the
-    one transition that needs an update; rare).
-    """
-    col = TicketState.get_pymongo_collection()
-    for doc in await _insert_new(writer, col, docs):
-        if doc["status"] == "rendered":
-            current = await col.find_one({"_id": doc["_id"]}, {"status": 1})
-            if current is not None and current["status"] == "failed":
-                await col.update_one(
-                    {"_id": doc["_id"]}, {"$set": {"status": "rendered", "reason": None, "at": doc["at"]}}
-                )
-
-
-async def _insert_new(writer: Writer, col: Any, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Insert ``docs`` in one batch (through the api's one writer); the ones
-    whose ``_id`` already existed."""
-    return [docs[i] for i in await writer.insert(col, docs)]
-
-
-async def fold_and_ack(redis: Redis, writer: Writer, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
+async def fold_and_ack(redis: Redis, tickets: Tickets, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
     """Apply a batch to MongoDB, then ack it (a crash in between re-applies: harmless)."""
     good: list[TicketEvent] = []
     ids: list[bytes] = []
@@ -132,14 +99,14 @@ async def fold_and_ack(redis: Redis, writer: Writer, entries: list[tuple[bytes, 
             good.append(decode_ticket_event(entry_id, fields))
         except DecodeError:
             log.error("projector: undecodable event skipped", extra={"entry": entry_id})
-    await apply(writer, good)
+    await apply(tickets, good)
     if ids:
         await redis.xack(streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, *ids)
 
 
 async def run_projector(
     redis: Redis,
-    writer: Writer,
+    tickets: Tickets,
     consumer: str,
     batch: int,
     stop: asyncio.Event,
@@ -161,7 +128,7 @@ async def run_projector(
                 log.exception("projector: stream trim failed; next time")
 
     async def fold(entries: list[Entry]) -> None:
-        await fold_and_ack(redis, writer, entries)
+        await fold_and_ack(redis, tickets, entries)
 
     await GroupConsumer(
         redis, streams.TICKET_EVENTS, streams.PROJECTOR_GROUP, consumer, fold, "projector", log,

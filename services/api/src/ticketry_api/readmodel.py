@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.documents import Checkin, Order, OrderState, PublicOrderStatus, TicketState, TicketStatus, is_placed
+from ticketry.documents import Order, PublicOrderStatus, TicketStatus, is_placed
 from ticketry.ids import order_of_ticket
 from ticketry.replies import as_text
 
-from ticketry_api.store.reads import Reads
+from ticketry_api.store import Store
 
 
 @dataclass(frozen=True)
@@ -35,36 +35,31 @@ class TicketOf:
     cancelled: bool  # its order's: the ticket is revoked
 
 
-async def ticket_of(ticket_id: str) -> TicketOf | None:
+async def ticket_of(store: Store, ticket_id: str) -> TicketOf | None:
     """The ticket, from one read of its order by ``_id`` (without the order's
     list of ticket ids: 10,000 of them in a big order, and the id says where
     the ticket is); None for an id that is not a ticket of a real order."""
     if (where := order_of_ticket(ticket_id)) is None:
         return None
     order_id, n = where
-    doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"ticket_ids": 0})
+    order = await store.orders.with_holders(order_id)
     # A place past the end is no ticket.
-    if doc is None or not is_placed(doc["status"]) or n >= doc["quantity"]:
+    if order is None or not is_placed(order.status) or n >= order.quantity:
         return None
-    holders = doc.get("holders")
     return TicketOf(
-        id=ticket_id, order_id=order_id, owner_id=doc["owner_id"], event_id=doc["event_id"],
-        holder_name=holders[n] if holders else doc["holder_name"], tier=doc["tier"],
-        cancelled=doc["status"] == "cancelled",
+        id=ticket_id, order_id=order_id, owner_id=order.owner_id, event_id=order.event_id,
+        holder_name=order.holder_of(n), tier=order.tier, cancelled=order.status == "cancelled",
     )  # fmt: skip
 
 
-async def ticket_status(ticket: TicketOf) -> TicketStatus:
+async def ticket_status(store: Store, ticket: TicketOf) -> TicketStatus:
     if ticket.cancelled:
         return "cancelled"
-    admitted, state = await asyncio.gather(Checkin.get(ticket.id), TicketState.get(ticket.id))
-    if admitted is not None:
-        return "checked_in"  # the Checkin record is the authority
-    return state.status if state is not None else "queued"
+    return await store.tickets.status(ticket.id) or "queued"
 
 
 async def order_ticket_statuses(
-    reads: Reads, order: Order, ids: list[str] | None = None, *, all_rendered: bool = False
+    store: Store, order: Order, ids: list[str] | None = None, *, all_rendered: bool = False
 ) -> dict[str, TicketStatus]:
     """Every ticket of an order → its status. ``all_rendered``: the order is
     ``completed`` (every ticket rendered, none failed), so the render outcomes
@@ -77,21 +72,19 @@ async def order_ticket_statuses(
     ids = order.ticket_ids if ids is None else ids
     if order.status == "cancelled":
         return dict.fromkeys(ids, "cancelled")
-    checkins = Checkin.get_pymongo_collection()
-    admitted_docs = reads.by_ids(checkins, ids, {"order_id": order.id}, {"_id": 1})
     if all_rendered:
         rendered: dict[str, TicketStatus] = dict.fromkeys(ids, "rendered")
-        admitted = await admitted_docs
+        admitted = await store.tickets.admitted(order.id, ids)
     else:
-        states = reads.by_ids(TicketState.get_pymongo_collection(), ids, {"order_id": order.id}, {"status": 1})
-        admitted, done = await asyncio.gather(admitted_docs, states)
-        rendered = {s["_id"]: s["status"] for s in done}
+        admitted, rendered = await asyncio.gather(
+            store.tickets.admitted(order.id, ids), store.tickets.outcomes(order.id, ids)
+        )
     out: dict[str, TicketStatus] = {t: rendered.get(t, "queued") for t in ids}
-    out.update(dict.fromkeys((c["_id"] for c in admitted), "checked_in"))
+    out.update(dict.fromkeys(admitted, "checked_in"))
     return out
 
 
-async def order_outcome(redis: Redis, order: Order) -> tuple[PublicOrderStatus, int, int]:
+async def order_outcome(redis: Redis, store: Store, order: Order) -> tuple[PublicOrderStatus, int, int]:
     """``(status, rendered, failed)`` of an order: its own status once cancelled
     (or still processing), the live Redis counters while its progress hash
     lives, else the projector's ``OrderState``."""
@@ -100,10 +93,10 @@ async def order_outcome(redis: Redis, order: Order) -> tuple[PublicOrderStatus, 
         rendered, failed = int(live.get(streams.PROGRESS_RENDERED, 0)), int(live.get(streams.PROGRESS_FAILED, 0))
         status: PublicOrderStatus = "processing"
         if streams.PROGRESS_COMPLETED in live:
-            state = await OrderState.get(order.id)
+            state = await store.tickets.order_state(order.id)
             status = state.status if state is not None else completed_status(rendered, failed)
     else:
-        state = await OrderState.get(order.id)
+        state = await store.tickets.order_state(order.id)
         status, rendered, failed = (state.status, state.rendered, state.failed) if state else ("processing", 0, 0)
     return ("cancelled" if order.status == "cancelled" else status), rendered, failed
 

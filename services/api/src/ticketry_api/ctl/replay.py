@@ -41,7 +41,7 @@ from ticketry.replies import as_text
 
 from ticketry_api import projector
 from ticketry_api.ctl.common import JsonOpt, console, err, fail, print_json, redis_client, run, settings
-from ticketry_api.store.writer import Writer
+from ticketry_api.store import Store
 
 BATCH = 2000
 TICKET_FIELDS = ("order_id", "status", "reason", "at")
@@ -114,7 +114,7 @@ async def _fold(redis: Redis, stop_id: str) -> tuple[int, int]:
     """Fold every event up to ``stop_id`` into the database beanie is bound to."""
     replayed = undecodable = 0
     start = "-"
-    writer = Writer()  # this command's own, as the api has its own
+    tickets = Store.create().tickets  # this command's own, as the api has its own
     while True:
         chunk = entries_of(await redis.xrange(streams.TICKET_EVENTS, min=start, max=stop_id, count=BATCH))
         if not chunk:
@@ -125,7 +125,7 @@ async def _fold(redis: Redis, stop_id: str) -> tuple[int, int]:
                 events.append(decode_ticket_event(eid, fields))
             except DecodeError:
                 undecodable += 1
-        await projector.apply(writer, events)
+        await projector.apply(tickets, events)
         replayed += len(chunk)
         start = "(" + as_text(chunk[-1][0])
 

@@ -7,7 +7,6 @@ from collections.abc import Awaitable
 
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from ticketry.documents import Event
 
 from ticketry_api.deps import State
 from ticketry_api.errors import Problem, problems
@@ -40,9 +39,7 @@ async def readyz(state: State) -> dict[str, str]:
     """Ready while Redis and the store both answer a ping (checked together);
     503 with Retry-After and each dependency's state otherwise. It recovers by
     itself: every call checks afresh."""
-    redis, store = await asyncio.gather(
-        _check(state.redis.ping()), _check(Event.get_pymongo_collection().database.command("ping"))
-    )
+    redis, store = await asyncio.gather(_check(state.redis.ping()), _check(state.db.ping()))
     if redis != "ok" or store != "ok":
         detail = f"redis: {redis}; store: {store}"
         raise Problem(503, "not ready", detail, {"Retry-After": "1"}, extra={"redis": redis, "store": store})

@@ -106,9 +106,9 @@ async def list_orders(
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422, 429))
 async def get_order(order_id: str, who: Reader, state: State) -> OrderOut:
     order, event = await visible_order(order_id, who, state.db)
-    status, rendered, failed = await order_outcome(state.redis, order)
+    status, rendered, failed = await order_outcome(state.redis, state.db, order)
     shown = tickets_of(order, 0, ORDER_TICKETS_INLINE)
-    statuses = await order_ticket_statuses(state.db.reads, order, shown, all_rendered=status == "completed")
+    statuses = await order_ticket_statuses(state.db, order, shown, all_rendered=status == "completed")
     return OrderOut(
         id=order.id,
         event_id=order.event_id,
@@ -133,8 +133,8 @@ async def order_tickets(
     order, _ = await visible_order(order_id, who, state.db)
     start = pages.decode_index(cursor, order.quantity)
     ids = tickets_of(order, start, limit)
-    status, _, _ = await order_outcome(state.redis, order)
-    statuses = await order_ticket_statuses(state.db.reads, order, ids, all_rendered=status == "completed")
+    status, _, _ = await order_outcome(state.redis, state.db, order)
+    statuses = await order_ticket_statuses(state.db, order, ids, all_rendered=status == "completed")
     end = start + len(ids)
     return Page(
         items=[TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf") for t in ids],

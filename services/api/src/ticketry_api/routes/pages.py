@@ -131,9 +131,9 @@ async def order_state(order_id: str, who: Reader, state: State) -> OrderPage:
     event = await state.db.event(head.event_id)
     if order is None or event is None:
         raise Problem(404, "order not found")
-    status, rendered, failed = await order_outcome(state.redis, order)
+    status, rendered, failed = await order_outcome(state.redis, state.db, order)
     ids = [ticket_id(order.id, n) for n in range(order.quantity)]
-    statuses = await order_ticket_statuses(state.db.reads, order, ids, all_rendered=status == "completed")
+    statuses = await order_ticket_statuses(state.db, order, ids, all_rendered=status == "completed")
     lines = [TicketLine(id=t, holder=order.holder_of(n), status=statuses.get(t, "queued")) for n, t in enumerate(ids)]
     tier = event.tier(order.tier)
     return OrderPage(
@@ -151,7 +151,7 @@ async def ticket_pdf(order_id: str, ticket: str, who: Reader, state: State) -> R
     where = order_of_ticket(ticket)
     if where is None or where[0] != order_id:
         raise Problem(404, "ticket not found")
-    t = await ticket_of(ticket)
+    t = await ticket_of(state.db, ticket)
     if t is None or t.owner_id != who.sub:
         raise Problem(404, "ticket not found")
     return await pdf_answer(state, t)

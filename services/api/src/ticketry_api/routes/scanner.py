@@ -15,13 +15,14 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 from ticketry.auth import Principal
-from ticketry.documents import Event, Order, utcnow
+from ticketry.documents import Event, utcnow
 from ticketry.ids import is_valid_id
 
 from ticketry_api import checkins, door_tickets
 from ticketry_api.deps import AppState, State, rate_limited, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.schemas import CheckinListOut
+from ticketry_api.store import Store
 
 router = APIRouter(tags=["checkins"])
 Door = Annotated[Principal, Depends(require("staff", "organizer"))]
@@ -67,14 +68,12 @@ class RevocationCache:
     ttl_s: float = 10.0
     entries: dict[str, _Cached] = field(default_factory=dict)
 
-    async def get(self, event_id: str) -> RevocationsOut:
+    async def get(self, store: Store, event_id: str) -> RevocationsOut:
         hit = self.entries.get(event_id)
         if hit is not None and time.monotonic() - hit.at < self.ttl_s:
             return hit.out
         as_of = utcnow()
-        col = Order.get_pymongo_collection()
-        found = await col.find({"event_id": event_id, "status": "cancelled"}, {"_id": 1}).to_list()
-        out = RevocationsOut(event_id=event_id, orders=sorted(d["_id"] for d in found), as_of=as_of)
+        out = RevocationsOut(event_id=event_id, orders=await store.orders.cancelled_of(event_id), as_of=as_of)
         if len(self.entries) > 10_000:
             self.entries.clear()
         self.entries[event_id] = _Cached(time.monotonic(), out)
@@ -89,7 +88,7 @@ async def revocations(event_id: str, who: Door, request: Request, state: State) 
     cache: RevocationCache | None = getattr(request.app.state, "revocations", None)
     if cache is None:
         cache = request.app.state.revocations = RevocationCache()
-    return await cache.get(event.id)
+    return await cache.get(state.db, event.id)
 
 
 class DoorTier(BaseModel):
@@ -140,7 +139,7 @@ async def checkin_list_tickets(
     lst = await checkins.list_for(state.db, list_id, who)
     event = await _door_event(state, lst.event_id, who)
     as_of = utcnow()
-    page = await door_tickets.read_page(lst, cursor, limit)
+    page = await door_tickets.read_page(state.db, lst, cursor, limit)
     names = door_tickets.tier_names(event)
     items = [
         DoorTicketOut(

@@ -21,7 +21,7 @@ Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer"
 
 async def owned_ticket(ticket_id: str, who: Principal, store: Store) -> TicketOf:
     """The ticket if ``who`` may see it: its buyer, its event's organiser, an admin."""
-    ticket = await ticket_of(ticket_id)
+    ticket = await ticket_of(store, ticket_id)
     if ticket is not None and not who.owns(ticket.owner_id) and who.role == "organizer":
         event = await store.event(ticket.event_id)
         if event is not None and event.organizer_id == who.sub:
@@ -34,7 +34,7 @@ async def owned_ticket(ticket_id: str, who: Principal, store: Store) -> TicketOf
 @router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 404, 422, 429))
 async def get_ticket(ticket_id: str, who: Reader, state: State) -> TicketOut:
     t = await owned_ticket(ticket_id, who, state.db)
-    status = await ticket_status(t)
+    status = await ticket_status(state.db, t)
     return TicketOut(
         id=t.id, order_id=t.order_id, event_id=t.event_id, holder_name=t.holder_name,
         tier=t.tier, status=status, pdf_url=f"/v1/tickets/{t.id}/pdf",

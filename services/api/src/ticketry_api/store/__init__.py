@@ -1,11 +1,12 @@
 """The api's store code, in one package: one :class:`Store` per process, made
 in the api's lifespan for the server it found there (``StoreTraits``, from
 its ``buildInfo``), reached through the app state (``deps.AppState.db``) or
-passed to whoever reads or writes. The domain (placing and cancelling
-orders, check-ins) speaks to the store through it alone: ``ledger``,
-``orders``, ``fates``, ``checkins``, ``events``; the read models (the
-projector's writes, ``readmodel``, ``door_tickets``) and the list pages read
-beanie's documents by ``_id`` or by the list indexes themselves.
+passed to whoever reads or writes. The rest of the api speaks to the store
+through it alone (the one port): ``ledger`` (capacity), ``orders``, ``fates``
+(cancel or admitted, decided once), ``checkins``, ``tickets`` (the read
+models the projector writes), ``events``, ``endpoints`` (shops' webhooks).
+Only ``ticketryctl``'s operator commands and the retention purge read
+collections themselves.
 
 Most of it is shaped by FerretDB v1's limits (the local and test store);
 what each costs, and what runs on MongoDB instead:
@@ -41,8 +42,7 @@ what each costs, and what runs on MongoDB instead:
   ``orders``); nothing here needs more than one document to change at once.
 
 The pure rules are in ``ledger_core`` and ``batches`` (unit-tested without a
-server); ``ledger``, ``writer``, ``reads``, ``orders``, ``fates``,
-``checkins`` and ``events`` do the I/O. Every
+server); the other modules do the I/O. Every
 store test runs on FerretDB; the MongoDB forms of the reads run there too
 (correct on any store, only slower on FerretDB: ``tests/e2e/test_store_traits``).
 """
@@ -55,14 +55,28 @@ from ticketry.db import StoreTraits
 from ticketry.documents import Event
 
 from ticketry_api.store.checkins import Checkins
+from ticketry_api.store.endpoints import Endpoints
 from ticketry_api.store.events import EventCache
 from ticketry_api.store.fates import Fate, Fates
 from ticketry_api.store.ledger import Ledger
 from ticketry_api.store.orders import Orders
 from ticketry_api.store.reads import POINT_READS, Reads
+from ticketry_api.store.tickets import Tickets
 from ticketry_api.store.writer import Writer
 
-__all__ = ["Checkins", "EventCache", "Fate", "Fates", "Ledger", "Orders", "Reads", "Store", "Writer"]
+__all__ = [
+    "Checkins",
+    "Endpoints",
+    "EventCache",
+    "Fate",
+    "Fates",
+    "Ledger",
+    "Orders",
+    "Reads",
+    "Store",
+    "Tickets",
+    "Writer",
+]
 
 
 @dataclass(eq=False)
@@ -78,15 +92,23 @@ class Store:
     orders: Orders
     fates: Fates
     checkins: Checkins
+    tickets: Tickets
+    endpoints: Endpoints
 
     @classmethod
     def create(cls, traits: StoreTraits = POINT_READS) -> Store:
         """The store's objects for a server with ``traits`` (the default, point
         reads, is right on any server and cheapest on FerretDB)."""
-        writer = Writer()
+        writer, reads = Writer(), Reads(traits)
         return cls(
-            writer, Ledger(writer, traits), Reads(traits), EventCache(), Orders(writer), Fates(writer), Checkins(writer)
-        )
+            writer, Ledger(writer, traits), reads, EventCache(), Orders(writer, reads), Fates(writer), Checkins(writer),
+            Tickets(writer, reads), Endpoints(),
+        )  # fmt: skip
+
+    @staticmethod
+    async def ping() -> None:
+        """One round trip to the server (``/readyz``)."""
+        await Event.get_pymongo_collection().database.command("ping")
 
     async def event(self, event_id: str) -> Event | None:
         """The event, read once per process (see ``EventCache``)."""

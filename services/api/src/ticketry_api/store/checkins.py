@@ -58,3 +58,11 @@ class Checkins:
         await ScanAnswer.get_pymongo_collection().update_one(
             {"_id": key}, {"$set": {"status": status, "body": body, "outcome": outcome}}
         )
+
+    @staticmethod
+    async def admissions_between(list_id: str, first: str, last: str) -> dict[str, datetime]:
+        """Ticket id → when it was admitted on ``list_id``, for the tickets from
+        ``first`` to ``last`` (one range of ``_id``s: ``<list>/<ticket>``)."""
+        span = {"$gte": f"{list_id}/{first}", "$lte": f"{list_id}/{last}"}
+        found = Admission.get_pymongo_collection().find({"_id": span}, {"ticket_id": 1, "at": 1})
+        return {a["ticket_id"]: a["at"] async for a in found}

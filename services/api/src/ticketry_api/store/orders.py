@@ -4,19 +4,21 @@ its unique index, only after a lost race)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ticketry.documents import ORDER_SUMMARY, Order
 
-from ticketry_api.store.reads import page_by_id
+from ticketry_api.store.reads import Reads, page_by_id
 from ticketry_api.store.writer import Step, Writer
 
 
 class Orders:
     """The orders, written through the process's one writer."""
 
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: Writer, reads: Reads) -> None:
         self._writer = writer
+        self._reads = reads
 
     @staticmethod
     def steps(order: Order) -> list[Step]:
@@ -59,6 +61,37 @@ class Orders:
     async def _page(query: dict[str, Any], cursor: str | None, limit: int) -> tuple[list[Order], str | None]:
         found, nxt = await page_by_id(Order.get_pymongo_collection(), query, cursor, limit, ORDER_SUMMARY)
         return [summary_of(d) for d in found], nxt
+
+    @staticmethod
+    async def for_door(
+        query: dict[str, Any], fields: dict[str, Any], room: int, takes: Callable[[Mapping[str, Any]], int], batch: int
+    ) -> list[dict[str, Any]]:
+        """Orders matching ``query`` in id order, read in batches of at most
+        ``batch`` only until they hold ``room`` tickets (``takes``: how many an
+        order holds)."""
+        docs: list[dict[str, Any]] = []
+        found = Order.get_pymongo_collection().find(query, fields).sort("_id", 1).batch_size(min(room, batch))
+        try:
+            async for doc in found:
+                docs.append(doc)
+                room -= takes(doc)
+                if room <= 0:
+                    break
+        finally:
+            await found.close()
+        return docs
+
+    async def each(self, order_ids: list[str], fields: dict[str, int]) -> dict[str, dict[str, Any]]:
+        """``_id`` → those ``fields`` of the orders of ``order_ids`` that exist (``Reads.each``)."""
+        return await self._reads.each(Order.get_pymongo_collection(), order_ids, fields)
+
+    @staticmethod
+    async def cancelled_of(event_id: str) -> list[str]:
+        """The ids of an event's cancelled orders, sorted (a scan on FerretDB)."""
+        col = Order.get_pymongo_collection()
+        return sorted(
+            d["_id"] for d in await col.find({"event_id": event_id, "status": "cancelled"}, {"_id": 1}).to_list()
+        )
 
     async def by_idem(self, idem: str) -> Order | None:
         """The order of a buyer's Idempotency-Key scope (its unique ``idem``)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 
-from ticketry_api.store.reads import Reads
+from ticketry_api.store import Store
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.dispatcher import run_dispatcher
 from ticketry_api.webhooks.sender import Sender
@@ -36,19 +36,19 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def run(redis: Redis, reads: Reads, stop: asyncio.Event) -> Coroutine[Any, Any, None]:
+def run(redis: Redis, store: Store, stop: asyncio.Event) -> Coroutine[Any, Any, None]:
     """The dispatcher and sender of this api process, until ``stop``. The
     settings are read here, in the lifespan, so a bad one fails the start."""
     settings = WebhookSettings()
-    return _run(redis, reads, stop, settings)
+    return _run(redis, store, stop, settings)
 
 
-async def _run(redis: Redis, reads: Reads, stop: asyncio.Event, settings: WebhookSettings) -> None:
+async def _run(redis: Redis, store: Store, stop: asyncio.Event, settings: WebhookSettings) -> None:
     if not settings.enabled:
         return
     consumer = f"api-{socket.gethostname()}-{os.getpid()}"
     sender = Sender(redis, settings, consumer)
     try:
-        await asyncio.gather(run_dispatcher(redis, reads, consumer, stop), sender.run(stop))
+        await asyncio.gather(run_dispatcher(redis, store, consumer, stop), sender.run(stop))
     finally:
         await sender.aclose()

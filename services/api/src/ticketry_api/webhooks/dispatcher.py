@@ -26,12 +26,11 @@ from prometheus_client import Counter
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.consumer import GroupConsumer
-from ticketry.documents import Order
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.replies import Entry
-from ticketry.webhook_documents import WebhookEndpoint
 
-from ticketry_api.store.reads import Reads
+from ticketry_api.store import Store
+from ticketry_api.store.endpoints import Endpoints
 from ticketry_api.webhooks import index
 from ticketry_api.webhooks.models import Delivery, message_id, payload, webhook_type
 
@@ -49,35 +48,29 @@ ORDERS_SKIPPED = Counter(
 )
 
 
-async def orders_to_read(redis: Redis, order_ids: list[str]) -> list[str]:
+async def orders_to_read(redis: Redis, endpoints: Endpoints, order_ids: list[str]) -> list[str]:
     """Those of ``order_ids`` whose event has (or may have) endpoints."""
-    hooked = await index.events_with_endpoints(redis)
+    hooked = await index.events_with_endpoints(redis, endpoints)
     if not hooked:
         return []
     events = await index.events_of(redis, order_ids)
     return [o for o in order_ids if (e := events[o]) is None or e in hooked]
 
 
-async def deliveries_for(redis: Redis, reads: Reads, events: list[TicketEvent]) -> list[Delivery]:
+async def deliveries_for(redis: Redis, store: Store, events: list[TicketEvent]) -> list[Delivery]:
     """The deliveries a batch of ticket events asks for."""
     wanted = [(ev, t) for ev in events if (t := webhook_type(ev)) is not None]
     if not wanted:
         return []
-    orders_col = Order.get_pymongo_collection()
     every = sorted({ev.order_id for ev, _ in wanted})
-    order_ids = await orders_to_read(redis, every)
+    order_ids = await orders_to_read(redis, store.endpoints, every)
     ORDERS_SKIPPED.inc(len(every) - len(order_ids))
     if not order_ids:
         return []
     ORDER_READS.inc(len(order_ids))
     readable = set(order_ids)
-    orders = await reads.each(orders_col, order_ids, _ORDER_FIELDS)
-    endpoints_col = WebhookEndpoint.get_pymongo_collection()
-    event_ids = sorted({d["event_id"] for d in orders.values()})
-    hooks = await asyncio.gather(
-        *(endpoints_col.find({"event_id": e}, {"types": 1}).sort("_id", 1).to_list() for e in event_ids)
-    )
-    by_event = dict(zip(event_ids, hooks, strict=True))
+    orders = await store.orders.each(order_ids, _ORDER_FIELDS)
+    by_event = await store.endpoints.types_by_event(sorted({d["event_id"] for d in orders.values()}))
     out: list[Delivery] = []
     for ev, type_ in wanted:
         if ev.order_id not in readable:
@@ -94,7 +87,7 @@ async def deliveries_for(redis: Redis, reads: Reads, events: list[TicketEvent]) 
     return out
 
 
-async def dispatch(redis: Redis, reads: Reads, entries: list[Entry]) -> int:
+async def dispatch(redis: Redis, store: Store, entries: list[Entry]) -> int:
     """Turn a batch of ticket-event entries into deliveries and ack them; how
     many deliveries were appended."""
     events: list[TicketEvent] = []
@@ -105,7 +98,7 @@ async def dispatch(redis: Redis, reads: Reads, entries: list[Entry]) -> int:
             events.append(decode_ticket_event(entry_id, fields))
         except DecodeError:
             log.error("webhooks: undecodable ticket event skipped", extra={"entry": entry_id})
-    deliveries = await deliveries_for(redis, reads, events)
+    deliveries = await deliveries_for(redis, store, events)
     async with redis.pipeline(transaction=True) as pipe:
         for d in deliveries:
             pipe.xadd(streams.WEBHOOK_DELIVERIES, d.to_fields())  # type: ignore[arg-type]
@@ -118,14 +111,14 @@ async def dispatch(redis: Redis, reads: Reads, entries: list[Entry]) -> int:
 
 
 async def run_dispatcher(
-    redis: Redis, reads: Reads, consumer: str, stop: asyncio.Event, *, claim_idle_ms: int = CLAIM_IDLE_MS
+    redis: Redis, store: Store, consumer: str, stop: asyncio.Event, *, claim_idle_ms: int = CLAIM_IDLE_MS
 ) -> None:
     """Dispatch until ``stop``; never dies on a bad entry or a Redis restart
     (``ticketry.consumer``). The group starts at the stream's end (``$``): when
     webhooks are first deployed there are no endpoints for the events already there."""
 
     async def handle(entries: list[Entry]) -> None:
-        await dispatch(redis, reads, entries)
+        await dispatch(redis, store, entries)
 
     await GroupConsumer(
         redis, streams.TICKET_EVENTS, streams.WEBHOOKS_GROUP, consumer, handle, "webhooks dispatcher", log,

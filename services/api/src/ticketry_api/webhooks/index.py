@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.replies import as_text
-from ticketry.webhook_documents import WebhookEndpoint
+
+from ticketry_api.store.endpoints import Endpoints
 
 
 async def adding(redis: Redis, event_id: str) -> None:
@@ -30,29 +31,28 @@ async def adding(redis: Redis, event_id: str) -> None:
     await redis.sadd(streams.WEBHOOK_EVENTS, event_id)
 
 
-async def removed(redis: Redis, event_id: str) -> None:
+async def removed(redis: Redis, endpoints: Endpoints, event_id: str) -> None:
     """After an endpoint of ``event_id`` was deleted."""
-    col = WebhookEndpoint.get_pymongo_collection()
-    if await col.count_documents({"event_id": event_id}, limit=1):
+    if await endpoints.count(event_id, limit=1):
         return
     await redis.srem(streams.WEBHOOK_EVENTS, event_id)
-    if await col.count_documents({"event_id": event_id}, limit=1):  # registered meanwhile
+    if await endpoints.count(event_id, limit=1):  # registered meanwhile
         await redis.sadd(streams.WEBHOOK_EVENTS, event_id)
 
 
-async def rebuild(redis: Redis) -> set[str]:
+async def rebuild(redis: Redis, endpoints: Endpoints) -> set[str]:
     """Every event with an endpoint in the store, added to the set with the marker."""
-    found = {str(e) for e in await WebhookEndpoint.get_pymongo_collection().distinct("event_id")}
+    found = await endpoints.events()
     await redis.sadd(streams.WEBHOOK_EVENTS, streams.WEBHOOK_EVENTS_BUILT, *found)
     return found
 
 
-async def events_with_endpoints(redis: Redis) -> set[str]:
+async def events_with_endpoints(redis: Redis, endpoints: Endpoints) -> set[str]:
     """The events that have (or may have) endpoints: one SMEMBERS, or a rebuild
     from the store when the set was never built."""
     members = {as_text(m) for m in await redis.smembers(streams.WEBHOOK_EVENTS)}
     if streams.WEBHOOK_EVENTS_BUILT not in members:
-        return members | await rebuild(redis)
+        return members | await rebuild(redis, endpoints)
     members.discard(streams.WEBHOOK_EVENTS_BUILT)
     return members
 

@@ -85,15 +85,14 @@ async def create_webhook(
         await check_destination(body.url, allow_private=settings.allow_private)
     except RefusedDestination as exc:
         raise Problem(422, "refused webhook URL", str(exc), kind="webhook-url") from None
-    col = WebhookEndpoint.get_pymongo_collection()
-    if await col.count_documents({"event_id": event.id}) >= settings.max_endpoints_per_event:
+    if await state.db.endpoints.count(event.id) >= settings.max_endpoints_per_event:
         raise Problem(409, "too many webhooks", f"an event has at most {settings.max_endpoints_per_event}")
     hook = WebhookEndpoint(
         id=f"wh_{secrets.token_hex(10)}", event_id=event.id, url=body.url, secret=new_secret(),
         types=sorted(set(body.types), key=body.types.index), description=body.description, created_by=who.sub,
     )  # fmt: skip
     await index.adding(state.redis, event.id)  # a crash after the insert leaves the event in
-    await hook.insert()
+    await state.db.endpoints.insert(hook)
     await index.adding(state.redis, event.id)  # again: a concurrent delete may have removed it meanwhile
     return WebhookCreated(**_out(hook).model_dump(), secret=hook.secret)
 
@@ -101,16 +100,16 @@ async def create_webhook(
 @router.get("", response_model=WebhookList, responses=problems(401, 403, 404, 422))
 async def list_webhooks(event_id: str, who: Organizer, state: State) -> WebhookList:
     event = await own_event(state.db, event_id, who)
-    found = await WebhookEndpoint.find({"event_id": event.id}).sort("_id").to_list()
+    found = await state.db.endpoints.of_event(event.id)
     return WebhookList(items=[_out(h) for h in found])
 
 
 @router.delete("/{webhook_id}", status_code=204, responses=problems(401, 403, 404, 422))
 async def delete_webhook(event_id: str, webhook_id: str, who: Organizer, state: State) -> Response:
     event = await own_event(state.db, event_id, who)
-    hook = await WebhookEndpoint.get(webhook_id) if _WEBHOOK_ID.match(webhook_id) else None
+    hook = await state.db.endpoints.get(webhook_id) if _WEBHOOK_ID.match(webhook_id) else None
     if hook is None or hook.event_id != event.id:
         raise Problem(404, "webhook not found")
-    await WebhookEndpoint.get_pymongo_collection().delete_one({"_id": hook.id})
-    await index.removed(state.redis, event.id)
+    await state.db.endpoints.delete(hook.id)
+    await index.removed(state.redis, state.db.endpoints, event.id)
     return Response(status_code=204)

@@ -36,6 +36,7 @@ from ticketry.replies import Entry, as_text
 from ticketry.retry import Retrying
 from ticketry.webhook_documents import WebhookEndpoint
 
+from ticketry_api.store.endpoints import Endpoints
 from ticketry_api.webhooks import signing
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.deadletters import dead_fields
@@ -117,7 +118,7 @@ class Sender:
             raw = {as_text(k): as_text(v) for k, v in fields.items()}
             await self._finish(eid, dead=dead_fields(raw, str(exc), eid))
             return
-        endpoint = await WebhookEndpoint.get(d.endpoint_id)
+        endpoint = await Endpoints.get(d.endpoint_id)
         outcome = Failure("endpoint deleted", "gone") if endpoint is None else await self.attempt(d, endpoint)
         s = self.settings
         decision = decide(d.attempt, s.max_attempts, outcome, base_s=s.backoff_base_s, cap_s=s.backoff_cap_s)
