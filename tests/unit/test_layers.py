@@ -73,6 +73,7 @@ ADAPTERS = [
     "ticketry_renderer.designs",
     "ticketry_renderer.metrics",
     "ticketry_notifier.lookups",
+    "ticketry_notifier.orders",
     "ticketry_scaler.observe",
     "ticketry_scaler.leader",
     "ticketry_scaler.cpu",

@@ -26,10 +26,9 @@ from starlette.websockets import WebSocket
 from ticketry import streams
 from ticketry.auth import ORDER_SCOPE, AuthError, Principal, TokenVerifier
 from ticketry.db import entries_of
-from ticketry.documents import Order, OrderState, is_placed
 from ticketry.ids import is_valid_id
 
-from ticketry_notifier import core, handshake
+from ticketry_notifier import core, handshake, orders
 from ticketry_notifier.config import NotifierSettings
 from ticketry_notifier.handshake import Close, StreamKey
 from ticketry_notifier.hub import Hub
@@ -121,10 +120,10 @@ async def _open(
     order_id = session.order_id
     try:
         progress, upto = await app.reads.read(order_id)
-        head = await _order_head(order_id) if core.needs_head(progress) else None
+        head = await orders.order_head(order_id) if core.needs_head(progress) else None
         if not core.may_watch(progress, head, owns):
             return handshake.NOT_FOUND
-        outcome = await _order_outcome(order_id) if core.needs_outcome(progress, head) else None
+        outcome = await orders.order_outcome(order_id) if core.needs_outcome(progress, head) else None
         snapshot = core.Snapshot.of(order_id, upto, progress, head, outcome)
         await ws.send_text(snapshot.text)
         session.delivered(snapshot.key, upto)
@@ -155,21 +154,6 @@ def _count_close(close: Close) -> None:
     CLOSES.labels(close.label).inc()
 
 
-async def _order_head(order_id: str) -> core.OrderHead | None:
-    """The order's owner, size and status, without its list of ticket ids
-    (10,000 in a big order); None for no order."""
-    doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"owner_id": 1, "quantity": 1, "status": 1})
-    if doc is None or not is_placed(doc["status"]):
-        return None
-    return core.OrderHead(str(doc["owner_id"]), int(doc["quantity"]), doc["status"] == "cancelled")
-
-
-async def _order_outcome(order_id: str) -> core.OrderOutcome | None:
-    """The order's counters as the projector recorded them once it completed (None: not yet)."""
-    state = await OrderState.get(order_id)
-    return None if state is None else core.OrderOutcome(state.total, state.rendered, state.failed)
-
-
 async def healthz(_: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
@@ -177,7 +161,7 @@ async def healthz(_: Request) -> JSONResponse:
 async def readyz(request: Request) -> JSONResponse:
     try:
         await request.app.state.notifier.hub.redis.ping()
-        await Order.get_pymongo_collection().database.command("ping")
+        await orders.ping()
     except Exception as exc:
         return JSONResponse(
             {"status": 503, "title": "not ready", "detail": type(exc).__name__},
