@@ -7,7 +7,7 @@ import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import orjson
 import typer
@@ -97,3 +97,36 @@ def check_ids(ids: list[str]) -> None:
     """Stream entry ids only (``1700000000000-0``): Redis refuses anything else loudly."""
     if bad := [i for i in ids if not STREAM_ID.match(i)]:
         raise fail(f"not a stream entry id: {', '.join(bad)}")
+
+
+IdsArg = Annotated[list[str] | None, typer.Argument(metavar="ID...", help="dead-letter ids", show_default=False)]
+AllOpt = Annotated[bool, typer.Option("--all", help="every dead letter")]
+YesOpt = Annotated[bool, typer.Option("--yes", help="confirm --all")]
+
+
+def act_on_dead_letters(
+    ids: list[str] | None,
+    every: bool,
+    listing: Callable[[Redis], Awaitable[list[dict[str, Any]]]],
+    action: Callable[[Redis, list[str]], Awaitable[dict[str, str]]],
+    nothing: str,
+    done: Callable[[str], bool],
+) -> NoReturn:
+    """``action`` on the dead letters ``ids`` (or, with ``every``, on all that
+    ``listing`` finds); print each one's outcome and exit 1 unless each is
+    ``done``."""
+    if every and ids:
+        raise fail("give IDs or --all, not both")
+
+    async def go() -> dict[str, str]:
+        async with redis_client() as redis:
+            chosen = [d["id"] for d in await listing(redis)] if every else list(ids or [])
+            check_ids(chosen)
+            if not chosen:
+                raise fail(nothing)
+            return await action(redis, chosen)
+
+    outcomes = run(go)
+    for dead_id, outcome in outcomes.items():
+        console.print(f"{dead_id}: {outcome}", markup=False)
+    raise typer.Exit(0 if all(done(o) for o in outcomes.values()) else 1)

@@ -35,7 +35,19 @@ from ticketry import streams
 from ticketry.db import entries_of
 from ticketry.events import DecodeError, decode_render_request
 
-from ticketry_api.ctl.common import JsonOpt, check_ids, console, fail, print_json, redis_client, run
+from ticketry_api.ctl.common import (
+    AllOpt,
+    IdsArg,
+    JsonOpt,
+    YesOpt,
+    act_on_dead_letters,
+    check_ids,
+    console,
+    fail,
+    print_json,
+    redis_client,
+    run,
+)
 
 # KEYS: 1 dead letters, 2 lane, 3 order done set, 4 order progress hash
 # ARGV: 1 dead-letter id, 2 ticket id, 3.. field/value pairs of the request
@@ -151,18 +163,6 @@ async def delete(redis: Redis, ids: Sequence[str]) -> dict[str, str]:
     return {i: "deleted" if await redis.xdel(streams.DEAD_LETTERS, i) else "not found" for i in ids}
 
 
-IdsArg = Annotated[list[str] | None, typer.Argument(metavar="ID...", help="dead-letter ids", show_default=False)]
-AllOpt = Annotated[bool, typer.Option("--all", help="every dead letter")]
-
-
-def _ids(ids: list[str] | None, every: bool, found: list[dict[str, Any]]) -> list[str]:
-    if every and ids:
-        raise fail("give IDs or --all, not both")
-    chosen = [it["id"] for it in found] if every else list(ids or [])
-    check_ids(chosen)
-    return chosen
-
-
 @app.command("list")
 def list_cmd(json: JsonOpt = False) -> None:
     """Every dead letter: id, source lane, order, ticket, reason, attempts."""
@@ -209,42 +209,21 @@ def show_cmd(dlq_id: Annotated[str, typer.Argument(metavar="ID")], json: JsonOpt
 @app.command("redrive")
 def redrive_cmd(ids: IdsArg = None, every: AllOpt = False) -> None:
     """Put dead letters back on their lane (exactly-once in effect); exit 1 if any was not."""
-
-    async def go() -> dict[str, str]:
-        async with redis_client() as redis:
-            chosen = _ids(ids, every, await list_dead_letters(redis) if every else [])
-            if not chosen:
-                raise fail("nothing to re-drive (give IDs or --all)")
-            return await redrive(redis, chosen)
-
-    failed = 0
-    for dlq_id, outcome in run(go).items():
-        console.print(f"{dlq_id}: {outcome}", markup=False)
-        failed += not outcome.startswith("re-driven")
-    raise typer.Exit(1 if failed else 0)
+    act_on_dead_letters(
+        ids, every, list_dead_letters, redrive, "nothing to re-drive (give IDs or --all)",
+        lambda outcome: outcome.startswith("re-driven"),
+    )  # fmt: skip
 
 
 @app.command("delete")
-def delete_cmd(
-    ids: IdsArg = None,
-    every: AllOpt = False,
-    yes: Annotated[bool, typer.Option("--yes", help="confirm --all")] = False,
-) -> None:
+def delete_cmd(ids: IdsArg = None, every: AllOpt = False, yes: YesOpt = False) -> None:
     """Delete dead letters for good (their tickets stay failed); exit 1 if any was missing."""
     if every and not yes:
         raise fail("--all deletes every dead letter: add --yes")
-
-    async def go() -> dict[str, str]:
-        async with redis_client() as redis:
-            chosen = _ids(ids, every, await list_dead_letters(redis) if every else [])
-            if not chosen:
-                raise fail("nothing to delete (give IDs or --all --yes)")
-            return await delete(redis, chosen)
-
-    outcomes = run(go)
-    for dlq_id, outcome in outcomes.items():
-        console.print(f"{dlq_id}: {outcome}", markup=False)
-    raise typer.Exit(0 if all(o == "deleted" for o in outcomes.values()) else 1)
+    act_on_dead_letters(
+        ids, every, list_dead_letters, delete, "nothing to delete (give IDs or --all --yes)",
+        lambda outcome: outcome == "deleted",
+    )  # fmt: skip
 
 
 __all__ = ["app", "delete", "describe", "list_dead_letters", "redrive", "show_dead_letter"]

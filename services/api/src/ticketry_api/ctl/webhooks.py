@@ -12,13 +12,22 @@ from ticketry import streams
 from ticketry.replies import as_text
 from ticketry.webhook_documents import WebhookEndpoint
 
-from ticketry_api.ctl.common import JsonOpt, check_ids, console, fail, mongo_client, print_json, redis_client, run
+from ticketry_api.ctl.common import (
+    AllOpt,
+    IdsArg,
+    JsonOpt,
+    YesOpt,
+    act_on_dead_letters,
+    console,
+    fail,
+    mongo_client,
+    print_json,
+    redis_client,
+    run,
+)
 from ticketry_api.webhooks import deadletters
 
 app = typer.Typer(help="Shop webhooks: endpoints, dead letters, re-drive.", no_args_is_help=True)
-
-IdsArg = Annotated[list[str] | None, typer.Argument(metavar="ID...", help="dead-letter ids", show_default=False)]
-AllOpt = Annotated[bool, typer.Option("--all", help="every dead letter")]
 
 
 async def _retries_by_endpoint() -> Counter[str]:
@@ -89,51 +98,22 @@ def dead_cmd(json: JsonOpt = False) -> None:
     console.print(f"{len(items)} dead letter(s)")
 
 
-def _chosen(ids: list[str] | None, every: bool, found: list[dict[str, Any]]) -> list[str]:
-    if every and ids:
-        raise fail("give IDs or --all, not both")
-    chosen = [d["id"] for d in found] if every else list(ids or [])
-    check_ids(chosen)
-    return chosen
-
-
 @app.command("redrive")
 def redrive_cmd(ids: IdsArg = None, every: AllOpt = False) -> None:
     """Send dead-lettered deliveries again: a fresh run of attempts with the same
     webhook-id (the shop dedupes); exit 1 if any was not re-driven."""
-
-    async def go() -> dict[str, str]:
-        async with redis_client() as redis:
-            chosen = _chosen(ids, every, await deadletters.list_dead(redis) if every else [])
-            if not chosen:
-                raise fail("nothing to re-drive (give IDs or --all)")
-            return await deadletters.redrive(redis, chosen)
-
-    failed = 0
-    for dead_id, outcome in run(go).items():
-        console.print(f"{dead_id}: {outcome}", markup=False)
-        failed += not outcome.startswith("re-driven")
-    raise typer.Exit(1 if failed else 0)
+    act_on_dead_letters(
+        ids, every, deadletters.list_dead, deadletters.redrive, "nothing to re-drive (give IDs or --all)",
+        lambda outcome: outcome.startswith("re-driven"),
+    )  # fmt: skip
 
 
 @app.command("delete")
-def delete_cmd(
-    ids: IdsArg = None,
-    every: AllOpt = False,
-    yes: Annotated[bool, typer.Option("--yes", help="confirm --all")] = False,
-) -> None:
+def delete_cmd(ids: IdsArg = None, every: AllOpt = False, yes: YesOpt = False) -> None:
     """Drop dead-lettered deliveries for good; exit 1 if any was missing."""
     if every and not yes:
         raise fail("--all deletes every webhook dead letter: add --yes")
-
-    async def go() -> dict[str, str]:
-        async with redis_client() as redis:
-            chosen = _chosen(ids, every, await deadletters.list_dead(redis) if every else [])
-            if not chosen:
-                raise fail("nothing to delete (give IDs or --all --yes)")
-            return await deadletters.delete(redis, chosen)
-
-    outcomes = run(go)
-    for dead_id, outcome in outcomes.items():
-        console.print(f"{dead_id}: {outcome}", markup=False)
-    raise typer.Exit(0 if all(o == "deleted" for o in outcomes.values()) else 1)
+    act_on_dead_letters(
+        ids, every, deadletters.list_dead, deadletters.delete, "nothing to delete (give IDs or --all --yes)",
+        lambda outcome: outcome == "deleted",
+    )  # fmt: skip
