@@ -9,12 +9,13 @@ import jwt
 import pytest
 from ticketry.auth import (
     ORDER_LINK_AUDIENCE,
+    ORDER_SCOPE,
     AuthError,
     TokenVerifier,
     issue_order_link,
     issue_token,
     order_link_key,
-    verify_order_link,
+    verify_link,
 )
 
 SECRET = "a-test-secret-that-is-long-enough-for-hs256-and-even-for-hs512-xyz"
@@ -24,11 +25,11 @@ OTHER = "or_fedcba9876543210fedc"
 
 def test_a_link_speaks_for_its_buyer_on_its_order_only() -> None:
     token = issue_order_link(ORDER, "alice", secret=SECRET, ttl_s=86_400)
-    who = verify_order_link(token, ORDER, secret=SECRET)
+    who = verify_link(token, ORDER_SCOPE + ORDER, secret=SECRET)
     assert (who.sub, who.role, who.scope) == ("alice", "buyer", f"order:{ORDER}")
     assert who.may_use_order(ORDER) and not who.may_use_order(OTHER)
     with pytest.raises(AuthError):
-        verify_order_link(token, OTHER, secret=SECRET)
+        verify_link(token, ORDER_SCOPE + OTHER, secret=SECRET)
 
 
 def test_a_link_is_no_bearer_token_and_a_bearer_token_is_no_link() -> None:
@@ -37,11 +38,11 @@ def test_a_link_is_no_bearer_token_and_a_bearer_token_is_no_link() -> None:
         TokenVerifier("HS256", key=SECRET).verify(link)
     bearer = issue_token("alice", "buyer", key=SECRET)
     with pytest.raises(AuthError):
-        verify_order_link(bearer, ORDER, secret=SECRET)
+        verify_link(bearer, ORDER_SCOPE + ORDER, secret=SECRET)
     # Even the link's own claims, signed with the bearer key, are no link (a key of its own)...
     claims = jwt.decode(link, order_link_key(SECRET), algorithms=["HS256"], audience=ORDER_LINK_AUDIENCE)
     with pytest.raises(AuthError):
-        verify_order_link(jwt.encode(claims, SECRET, "HS256"), ORDER, secret=SECRET)
+        verify_link(jwt.encode(claims, SECRET, "HS256"), ORDER_SCOPE + ORDER, secret=SECRET)
     # ...and a bearer token that names the audience is refused by bearer verification.
     with pytest.raises(AuthError):
         TokenVerifier("HS256", key=SECRET).verify(jwt.encode(claims, SECRET, "HS256"))
@@ -67,9 +68,9 @@ def test_an_altered_or_expired_link_is_refused(over: dict[str, object]) -> None:
     claims.update(over)
     claims = {k: v for k, v in claims.items() if v is not None}
     with pytest.raises(AuthError):
-        verify_order_link(jwt.encode(claims, order_link_key(SECRET), "HS256"), ORDER, secret=SECRET)
+        verify_link(jwt.encode(claims, order_link_key(SECRET), "HS256"), ORDER_SCOPE + ORDER, secret=SECRET)
     with pytest.raises(AuthError):  # and the right claims under another secret
-        verify_order_link(issue_order_link(ORDER, "alice", secret=SECRET + "x", ttl_s=60), ORDER, secret=SECRET)
+        verify_link(issue_order_link(ORDER, "alice", secret=SECRET + "x", ttl_s=60), ORDER_SCOPE + ORDER, secret=SECRET)
 
 
 def test_an_identity_providers_oauth_scope_limits_nothing() -> None:

@@ -411,11 +411,6 @@ def issue_order_link(order_id: str, sub: str, *, secret: str, ttl_s: int) -> str
     return issue_link(ORDER_SCOPE + order_id, sub, secret=secret, ttl_s=ttl_s)
 
 
-def verify_order_link(token: str, order_id: str, *, secret: str, leeway_s: int = 30) -> Principal:
-    """The buyer an order link to ``order_id`` speaks for (else :class:`AuthError`)."""
-    return verify_link(token, ORDER_SCOPE + order_id, secret=secret, leeway_s=leeway_s)
-
-
 def issue_queue_link(queue_id: str, sub: str, *, secret: str, ttl_s: int) -> str:
     """A link to one waiting-room place: its page and its queue socket."""
     return issue_link(QUEUE_SCOPE + queue_id, sub, secret=secret, ttl_s=ttl_s)
