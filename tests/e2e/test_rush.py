@@ -156,7 +156,7 @@ async def join(api: httpx.AsyncClient, tok: str, event_id: str) -> dict[str, Any
     return out
 
 
-async def until(check: Any, what: str, timeout_s: float = 120) -> Any:
+async def eventually(check: Any, what: str, timeout_s: float = 120) -> Any:
     """Poll ``check()`` until it returns something truthy (a bound on a hang, not a timing claim)."""
     deadline = time.monotonic() + timeout_s
     while not (got := await check()):
@@ -200,7 +200,7 @@ async def test_places_unique_random_among_early_arrivals_in_order_after(
         ready = all(p["position"] is not None for p in places) and sum(p["admitted"] for p in places) == 1
         return places if ready else None
 
-    await until(drawn, "the draw and the first admission")
+    await eventually(drawn, "the draw and the first admission")
     # (from here nothing moves: the one permission stays out for minutes)
     places = await asyncio.gather(*(join(api, t, event["id"]) for t in early))
     # And 40 more buyers queue, one after the other
@@ -232,7 +232,7 @@ async def test_orders_of_a_room_need_the_buyers_own_permission(api: httpx.AsyncC
         place = await join(api, alice, event["id"])
         return place if place["admitted"] else None
 
-    place = await until(admitted, "alice is admitted")
+    place = await eventually(admitted, "alice is admitted")
     permission = place["permission"]
     assert permission and place["position"] == 0 and place["expires_at"]
 
@@ -258,7 +258,7 @@ async def test_orders_of_a_room_need_the_buyers_own_permission(api: httpx.AsyncC
     r = await api.post("/v1/orders", json=body, headers={**bearer(alice), "Queue-Permission": permission})
     assert r.status_code == 403 and "used" in r.json()["title"], r.text
     # And bob is told it is sold out
-    bob_place = await until(lambda: _sold_out(api, bob, event["id"]), "bob hears it is sold out")
+    bob_place = await eventually(lambda: _sold_out(api, bob, event["id"]), "bob hears it is sold out")
     assert not bob_place["admitted"] and bob_place["permission"] is None
 
 
@@ -389,7 +389,7 @@ async def test_an_organiser_pauses_and_resumes_admission(api: httpx.AsyncClient,
         for name in ("room-pause-c1", "room-pause-c2"):
             c = token(name, "buyer")
             await join(api, c, control["id"])
-            await until(lambda c=c: _admitted(api, c, control["id"]), f"{name} admitted in the control room")
+            await eventually(lambda c=c: _admitted(api, c, control["id"]), f"{name} admitted in the control room")
         # Then nobody was admitted in the paused room, and the places are as they were
         places = [await join(api, t, eid) for t in (alice, bob)]
         assert [(p["admitted"], p["position"], p["paused"]) for p in places] == [(False, 1, True), (False, 2, True)]
@@ -404,7 +404,7 @@ async def test_an_organiser_pauses_and_resumes_admission(api: httpx.AsyncClient,
             "closed": False,
         }
         # Then alice is admitted, and bob's socket shows him next and not paused
-        await until(lambda: _admitted(api, alice, eid), "alice admitted after the resume")
+        await eventually(lambda: _admitted(api, alice, eid), "alice admitted after the resume")
         shown = await next_position(ws, lambda m: not m["paused"] and m["position"] == 1)
         # And a pause while he watches shows on his socket, his place kept
         r = await api.post(f"/v1/events/{eid}/queue/pause", headers=bearer(org))
