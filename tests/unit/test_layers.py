@@ -85,6 +85,7 @@ ADAPTERS = [
     "ticketry.documents",
     "ticketry.webhook_documents",
     "ticketry.storage",
+    "ticketry.pdfstores",
     "ticketry.s3store",
     "ticketry.fonts",
     "ticketry.telemetry",

@@ -10,9 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 from ticketry.ids import new_id, ticket_ids
+from ticketry.pdfstores import open_store
 from ticketry.s3store import S3Store
 from ticketry.settings import CommonSettings
-from ticketry.storage import LocalStore, PdfStore, StorageUnavailable, open_store
+from ticketry.storage import LocalStore, PdfStore, StorageUnavailable
 from ticketry_devstack.procs import S3_ACCESS_KEY, S3_SECRET_KEY, free_port, s3_proc
 
 from tests.helpers import serving

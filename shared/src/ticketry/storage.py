@@ -8,8 +8,9 @@
   an S3-compatible store, for renderers and apis on different hosts; the api
   redirects a download to a presigned URL.
 
-Names are built only from validated ids (no traversal). :func:`open_store`
-picks the adapter from the settings (``TICKETRY_STORAGE_BACKEND``).
+Names are built only from validated ids (no traversal).
+:func:`ticketry.pdfstores.open_store` picks the adapter from the settings
+(``TICKETRY_STORAGE_BACKEND``).
 """
 
 from __future__ import annotations
@@ -22,12 +23,9 @@ import shutil
 import tempfile
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ticketry.ids import is_valid_id
-
-if TYPE_CHECKING:
-    from ticketry.settings import CommonSettings
 
 
 class StorageUnavailable(Exception):
@@ -166,13 +164,3 @@ class LocalStore:
 
     async def aclose(self) -> None:
         return None
-
-
-def open_store(settings: CommonSettings) -> PdfStore:
-    """The store the settings name. Opens no connection: the S3 adapter connects
-    (and creates its bucket when missing) at its first call."""
-    if settings.storage_backend == "s3":
-        from ticketry.s3store import S3Store  # botocore loads only where S3 is used
-
-        return S3Store.from_settings(settings)
-    return LocalStore(settings.storage_dir)

@@ -11,7 +11,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from redis.asyncio import Redis
 from ticketry.auth import AuthError, Principal, Role, TokenVerifier
 from ticketry.codes import Keyring
-from ticketry.storage import PdfStore, open_store
+from ticketry.pdfstores import open_store
+from ticketry.storage import PdfStore
 
 from ticketry_api import ratelimit
 from ticketry_api.config import ApiSettings

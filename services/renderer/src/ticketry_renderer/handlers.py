@@ -42,8 +42,9 @@ from ticketry import streams
 from ticketry.db import claim_idle, entries_of
 from ticketry.emit import cancelled_orders, queue_final
 from ticketry.events import DecodeError, RenderRequest, decode_render_request, event_fields
+from ticketry.pdfstores import open_store
 from ticketry.replies import Entry, as_text
-from ticketry.storage import PdfStore, StorageUnavailable, open_store, pdf_key
+from ticketry.storage import PdfStore, StorageUnavailable, pdf_key
 from ticketry.tasks import pause
 from ticketry.tracing import context_from, current_traceparent, tracer
 
