@@ -18,6 +18,8 @@ from ticketry_api import ratelimit
 from ticketry_api.config import ApiSettings
 from ticketry_api.errors import Problem
 from ticketry_api.store import Store
+from ticketry_api.web.links import LinkSettings
+from ticketry_api.webhooks.config import WebhookSettings
 
 
 @dataclass
@@ -32,6 +34,9 @@ class AppState:
     rates: ratelimit.RateSettings = field(default_factory=ratelimit.RateSettings)
     # Where PDFs are (TICKETRY_STORAGE_BACKEND); opened on first use, closed by the lifespan.
     pdfs: PdfStore | None = None
+    # Read from the environment with the rest of the state, in the lifespan (a bad value fails the start).
+    links: LinkSettings = field(default_factory=LinkSettings)
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)
 
     def pdf_store(self) -> PdfStore:
         if self.pdfs is None:

@@ -79,7 +79,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                 )
             )
         )  # fmt: skip
-        tasks.append(asyncio.create_task(webhooks.run(redis, db, stop)))  # webhook dispatcher + sender
+        tasks.append(
+            asyncio.create_task(webhooks.run(redis, db, app.state.ticketry.webhooks, stop))
+        )  # webhook dispatcher + sender
         tasks.append(asyncio.create_task(waitingroom.run(redis, db, app.state.admission, settings, stop)))  # admission
         if settings.pdf_retention_days:  # PDFs of past events (retention.py)
             pdfs = app.state.ticketry.pdf_store()

@@ -80,7 +80,7 @@ async def create_order(
         currency=event.currency,
         tickets=order.ticket_ids,
         progress_url=progress_url(state.settings.notifier_public_url, order.id),
-        status_page_url=status_page_url(order.id, order.owner_id, secret=state.settings.jwt_key),
+        status_page_url=status_page_url(state.links, order.id, order.owner_id, secret=state.settings.jwt_key),
     )
 
 

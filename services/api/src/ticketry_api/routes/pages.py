@@ -42,7 +42,6 @@ from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_
 from ticketry_api.waitingroom import store
 from ticketry_api.waitingroom.routes import QueuePlace, place_of
 from ticketry_api.web.assets import SCAN_PAGE_CSP, Asset, load_assets, order_page_csp
-from ticketry_api.web.links import link_settings
 from ticketry_api.web.pdfs import PART_SIZE
 
 router = APIRouter(include_in_schema=False)
@@ -90,7 +89,7 @@ async def open_session(order_id: str, request: Request, state: State, creds: Cre
     token = bearer_token(creds)
     who = link_reader(state, token, order_id)
     await order_of_buyer(order_id, who, state.db)
-    secure = request.url.scheme == "https" or link_settings().public_url().startswith("https:")
+    secure = request.url.scheme == "https" or state.links.public_url().startswith("https:")
     resp = Response(status_code=204)
     resp.set_cookie(
         LINK_COOKIE, token or "", max_age=max(who.exp - int(time.time()), 0), path=f"/o/{order_id}",

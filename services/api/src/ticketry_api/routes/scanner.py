@@ -7,12 +7,10 @@ holder's name and tier, shown when the scanner is offline."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 from ticketry.auth import Principal
 from ticketry.documents import Event, utcnow
@@ -22,7 +20,6 @@ from ticketry_api import checkins, door_tickets
 from ticketry_api.deps import AppState, State, rate_limited, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.schemas import CheckinListOut
-from ticketry_api.store import Store
 
 router = APIRouter(tags=["checkins"])
 Door = Annotated[Principal, Depends(require("staff", "organizer"))]
@@ -54,41 +51,13 @@ class RevocationsOut(BaseModel):
     as_of: datetime
 
 
-@dataclass
-class _Cached:
-    at: float
-    out: RevocationsOut
-
-
-@dataclass
-class RevocationCache:
-    """Every door asks every minute; the store is asked at most every ``ttl_s``
-    per event and api process (FerretDB v1 answers this query with a scan)."""
-
-    ttl_s: float = 10.0
-    entries: dict[str, _Cached] = field(default_factory=dict)
-
-    async def get(self, store: Store, event_id: str) -> RevocationsOut:
-        hit = self.entries.get(event_id)
-        if hit is not None and time.monotonic() - hit.at < self.ttl_s:
-            return hit.out
-        as_of = utcnow()
-        out = RevocationsOut(event_id=event_id, orders=await store.orders.cancelled_of(event_id), as_of=as_of)
-        if len(self.entries) > 10_000:
-            self.entries.clear()
-        self.entries[event_id] = _Cached(time.monotonic(), out)
-        return out
-
-
 @router.get("/v1/events/{event_id}/revocations", response_model=RevocationsOut, responses=problems(401, 403, 404, 422))
-async def revocations(event_id: str, who: Door, request: Request, state: State) -> RevocationsOut:
+async def revocations(event_id: str, who: Door, state: State) -> RevocationsOut:
     """The event's cancelled orders, for scanners that judge codes offline; up
     to ten seconds old."""
     event = await _door_event(state, event_id, who)
-    cache: RevocationCache | None = getattr(request.app.state, "revocations", None)
-    if cache is None:
-        cache = request.app.state.revocations = RevocationCache()
-    return await cache.get(state.db, event.id)
+    orders, as_of = await state.db.revocations.of(event.id)
+    return RevocationsOut(event_id=event.id, orders=orders, as_of=as_of)
 
 
 class DoorTier(BaseModel):

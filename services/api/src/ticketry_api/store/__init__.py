@@ -59,7 +59,7 @@ from ticketry_api.store.endpoints import Endpoints
 from ticketry_api.store.events import EventCache
 from ticketry_api.store.fates import Fate, Fates
 from ticketry_api.store.ledger import Ledger
-from ticketry_api.store.orders import Orders
+from ticketry_api.store.orders import Orders, Revocations
 from ticketry_api.store.reads import POINT_READS, Reads
 from ticketry_api.store.tickets import Tickets
 from ticketry_api.store.writer import Writer
@@ -73,6 +73,7 @@ __all__ = [
     "Ledger",
     "Orders",
     "Reads",
+    "Revocations",
     "Store",
     "Tickets",
     "Writer",
@@ -94,15 +95,17 @@ class Store:
     checkins: Checkins
     tickets: Tickets
     endpoints: Endpoints
+    revocations: Revocations
 
     @classmethod
     def create(cls, traits: StoreTraits = POINT_READS) -> Store:
         """The store's objects for a server with ``traits`` (the default, point
         reads, is right on any server and cheapest on FerretDB)."""
         writer, reads = Writer(), Reads(traits)
+        orders = Orders(writer, reads)
         return cls(
-            writer, Ledger(writer, traits), reads, EventCache(), Orders(writer, reads), Fates(writer), Checkins(writer),
-            Tickets(writer, reads), Endpoints(),
+            writer, Ledger(writer, traits), reads, EventCache(), orders, Fates(writer), Checkins(writer),
+            Tickets(writer, reads), Endpoints(), Revocations(orders),
         )  # fmt: skip
 
     @staticmethod

@@ -4,10 +4,12 @@ its unique index, only after a lost race)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
-from ticketry.documents import ORDER_SUMMARY, Order
+from ticketry.documents import ORDER_SUMMARY, Order, utcnow
 
 from ticketry_api.store.reads import Reads, page_by_id
 from ticketry_api.store.writer import Step, Writer
@@ -123,3 +125,29 @@ def summary_of(doc: dict[str, Any]) -> Order:
     """An order read with ``ORDER_SUMMARY`` (without its per-ticket lists)."""
     order: Order = Order.model_validate({**doc, "ticket_ids": []})
     return order
+
+
+REVOCATIONS_TTL_S = 10.0
+REVOCATIONS_EVENTS_MAX = 10_000
+
+
+class Revocations:
+    """An event's cancelled orders as its doors ask for them (every door, every
+    minute): read from the store at most every ``ttl_s`` per event and process
+    (FerretDB v1 answers the query with a scan)."""
+
+    def __init__(self, orders: Orders, ttl_s: float = REVOCATIONS_TTL_S) -> None:
+        self._orders, self.ttl_s = orders, ttl_s
+        self._read: dict[str, tuple[float, list[str], datetime]] = {}
+
+    async def of(self, event_id: str) -> tuple[list[str], datetime]:
+        """The ids of the event's cancelled orders, sorted, and when they were read."""
+        hit = self._read.get(event_id)
+        if hit is not None and time.monotonic() - hit[0] < self.ttl_s:
+            return hit[1], hit[2]
+        as_of = utcnow()
+        ids = await self._orders.cancelled_of(event_id)
+        if len(self._read) >= REVOCATIONS_EVENTS_MAX:
+            self._read.clear()
+        self._read[event_id] = (time.monotonic(), ids, as_of)
+        return ids, as_of

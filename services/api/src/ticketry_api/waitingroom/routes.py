@@ -110,7 +110,7 @@ async def place_of(state: AppState, event: Event, buyer: str) -> QueuePlace:
         eta_s=None if j.paused or j.closed else core.eta_s(pos, j.rate, until_on_sale_s=(on_sale_ms - j.now_ms) / 1000),
         early=core.is_early(j.score),
         progress_url=queue_progress_url(state.settings.notifier_public_url, j.queue_id),
-        status_page_url=queue_page_url(j.queue_id, buyer, secret=state.settings.jwt_key),
+        status_page_url=queue_page_url(state.links, j.queue_id, buyer, secret=state.settings.jwt_key),
         admitted=admitted,
         permission=permit[0] if permit else None,
         expires_at=datetime.fromtimestamp(permit[1] / 1000, UTC) if permit else None,

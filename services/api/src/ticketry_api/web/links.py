@@ -12,8 +12,6 @@ A place's link reads that one place (its page and its queue socket) the same way
 
 from __future__ import annotations
 
-from functools import cache
-
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from ticketry.auth import issue_order_link, issue_queue_link
@@ -43,21 +41,13 @@ class LinkSettings(BaseSettings):
         return f"http://{host}:{self.api_port}"
 
 
-@cache
-def link_settings() -> LinkSettings:
-    """Read once per process (every 202 needs it; the environment does not change)."""
-    return LinkSettings()
-
-
-def status_page_url(order_id: str, buyer: str, *, secret: str) -> str:
+def status_page_url(s: LinkSettings, order_id: str, buyer: str, *, secret: str) -> str:
     """The buyer's page of ``order_id``, with a fresh order link for ``buyer``."""
-    s = link_settings()
     token = issue_order_link(order_id, buyer, secret=secret, ttl_s=s.order_link_ttl_s)
     return f"{s.public_url()}{ORDER_PAGE_PREFIX}{order_id}#t={token}"
 
 
-def queue_page_url(queue_id: str, buyer: str, *, secret: str) -> str:
+def queue_page_url(s: LinkSettings, queue_id: str, buyer: str, *, secret: str) -> str:
     """The buyer's page of a waiting-room place, with a fresh link for ``buyer``."""
-    s = link_settings()
     token = issue_queue_link(queue_id, buyer, secret=secret, ttl_s=s.order_link_ttl_s)
     return f"{s.public_url()}{QUEUE_PAGE_PREFIX}{queue_id}#t={token}"

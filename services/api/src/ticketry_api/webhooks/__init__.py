@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
@@ -36,14 +35,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def run(redis: Redis, store: Store, stop: asyncio.Event) -> Coroutine[Any, Any, None]:
-    """The dispatcher and sender of this api process, until ``stop``. The
-    settings are read here, in the lifespan, so a bad one fails the start."""
-    settings = WebhookSettings()
-    return _run(redis, store, stop, settings)
-
-
-async def _run(redis: Redis, store: Store, stop: asyncio.Event, settings: WebhookSettings) -> None:
+async def run(redis: Redis, store: Store, settings: WebhookSettings, stop: asyncio.Event) -> None:
+    """The dispatcher and sender of this api process, until ``stop``."""
     if not settings.enabled:
         return
     consumer = f"api-{socket.gethostname()}-{os.getpid()}"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import secrets
 from datetime import datetime
-from functools import cache
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
@@ -33,10 +32,9 @@ Organizer = Annotated[Principal, Depends(require("organizer"))]
 _WEBHOOK_ID = re.compile(r"^wh_[0-9a-f]{20}$")
 
 
-@cache
-def webhook_settings() -> WebhookSettings:
-    """The webhook settings (read once; a dependency so tests could override it)."""
-    return WebhookSettings()
+def webhook_settings(state: State) -> WebhookSettings:
+    """The webhook settings, read with the app's state (a dependency so tests could override it)."""
+    return state.webhooks
 
 
 Settings = Annotated[WebhookSettings, Depends(webhook_settings)]
