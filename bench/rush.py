@@ -248,7 +248,8 @@ async def burst_scenario(stack: Stack, *, clients: int = 20, orders: int = 1000,
 async def _ws_messages(url: str, bound_s: float) -> tuple[list[tuple[float, dict[str, Any]]], int | None]:
     """A lean WebSocket client (RFC 6455 by hand: thousands of sockets must
     cost this process little): every text message with its receive time (epoch
-    ms), until the server closes; and the close code."""
+    ms), until the server closes (and the close code) or says it is sold out
+    (the server keeps that socket open for tickets that may come back; None)."""
     rest = url.removeprefix("ws://")
     hostport, _, path = rest.partition("/")
     host, _, port = hostport.partition(":")
@@ -276,6 +277,8 @@ async def _ws_messages(url: str, bound_s: float) -> tuple[list[tuple[float, dict
                 opcode = b0 & 0x0F
                 if opcode == 0x1:
                     out.append((time.time() * 1000, orjson.loads(payload)))
+                    if out[-1][1].get("type") == "queue.sold_out":
+                        return out, None
                 elif opcode == 0x9:  # ping: the server closes a socket that does not answer
                     mask = os.urandom(4)
                     masked = bytes(c ^ mask[i % 4] for i, c in enumerate(payload))

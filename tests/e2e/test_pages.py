@@ -331,6 +331,39 @@ async def test_a_places_page_follows_it_from_the_line_to_its_turn(
         await expect(status).to_have_attribute("data-status", "admitted")
 
 
+async def test_a_places_page_told_sold_out_is_called_back_when_a_ticket_returns(
+    api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
+) -> None:
+    # Given a room of one ticket: alice is admitted and buys it, bob's page is open behind her
+    org, alice, bob = token("pages-back-org", "organizer"), token("pb-alice", "buyer"), token("pb-bob", "buyer")
+    eid = (await create_event(api, org, capacity=1, waiting_room=True))["id"]
+    places = []
+    for who in (alice, bob):
+        r = await api.post(f"/v1/events/{eid}/queue", headers=bearer(who))
+        assert r.status_code == 201, r.text
+        places.append(r.json())
+    async with browser(tmp_path / "profile") as context:
+        page = await context.new_page()
+        await page.goto(places[1]["status_page_url"])
+        status = page.get_by_test_id("queue-status")
+        deadline = time.monotonic() + 120
+        while not (place := (await api.post(f"/v1/events/{eid}/queue", headers=bearer(alice))).json())["admitted"]:
+            assert time.monotonic() < deadline, "alice never admitted"
+            await asyncio.sleep(0.2)
+        body = {"event_id": eid, "quantity": 1, "holder_name": "Alice", "tier": "standard"}
+        r = await api.post("/v1/orders", json=body, headers={**bearer(alice), "Queue-Permission": place["permission"]})
+        assert r.status_code == 202, r.text
+        # Then bob's page says it is sold out, and to keep the page open
+        await expect(status).to_have_attribute("data-status", "sold_out", timeout=WAIT_MS)
+        await expect(page.locator("#notice")).to_contain_text("Keep this page open")
+        await page.screenshot(path=screenshot_dir(tmp_path) / "queue-page-sold-out-360.png")
+        # When alice cancels, then the same page says it is bob's turn
+        r = await api.post(f"/v1/orders/{r.json()['id']}/cancel", headers=bearer(alice))
+        assert r.status_code == 200, r.text
+        await expect(status).to_have_attribute("data-status", "admitted", timeout=WAIT_MS)
+        await expect(page.locator("#notice")).to_have_text("")
+
+
 async def test_a_places_link_reads_that_place_only(api: httpx.AsyncClient, token: TokenFactory) -> None:
     org, alice, bob = token("pages-room-org-2", "organizer"), token("pl-alice", "buyer"), token("pl-bob", "buyer")
     eid = (await create_event(api, org, capacity=5, waiting_room=True))["id"]

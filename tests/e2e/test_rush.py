@@ -279,14 +279,18 @@ async def test_an_order_before_the_sale_is_refused(api: httpx.AsyncClient, token
 async def follow(
     api: httpx.AsyncClient, tok: str, event_id: str, timeout_s: float = 300
 ) -> tuple[list[dict[str, Any]], int | None]:
-    """Queue, follow the place's socket to its end, order with the permission
-    (retrying a 503 after its Retry-After); the messages and the order's status."""
+    """Queue, follow the place's socket to its end (its admission, or sold out:
+    the socket stays open then, for tickets that may come back), order with the
+    permission (retrying a 503 after its Retry-After); the messages and the
+    order's status."""
     place = await join(api, tok, event_id)
     msgs: list[dict[str, Any]] = []
     async with asyncio.timeout(timeout_s):
         async with websockets.connect(f"{place['progress_url']}?token={tok}") as ws:
             async for raw in ws:
                 msgs.append(orjson.loads(raw))
+                if msgs[-1]["type"] == "queue.sold_out":
+                    break
         last = msgs[-1]
         if last["type"] != "queue.admitted":
             return msgs, None
@@ -350,6 +354,16 @@ async def next_position(ws: Any, want: Any) -> dict[str, Any]:
             assert msg["type"] == "queue.position", msg
             if want(msg):
                 return msg
+
+
+async def next_message(ws: Any, kind: str) -> dict[str, Any]:
+    """Read the socket until a message of type ``kind`` (positions before it are skipped)."""
+    async with asyncio.timeout(120):
+        while True:
+            msg: dict[str, Any] = orjson.loads(await ws.recv())
+            if msg["type"] == kind:
+                return msg
+            assert msg["type"] == "queue.position", msg
 
 
 async def test_an_organiser_pauses_and_resumes_admission(api: httpx.AsyncClient, token: TokenFactory) -> None:
@@ -453,3 +467,36 @@ async def test_an_organiser_closes_the_room_for_good(api: httpx.AsyncClient, tok
     assert r.status_code == 409 and r.json()["type"].endswith("/queue-closed"), r.text
     r = await api.post(f"/v1/events/{eid}/queue/close", headers=bearer(org))
     assert r.status_code == 200 and r.json()["closed"] is True
+
+
+async def test_tickets_that_come_back_call_back_the_buyers_told_it_was_sold_out(
+    api: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    # Given a room of one ticket: alice is admitted and buys it, bob waits behind her
+    org = token("room-org-back", "organizer")
+    event = await create_event(api, org, capacity=1, waiting_room=True)
+    alice, bob = token("room-back-alice", "buyer"), token("room-back-bob", "buyer")
+    await join(api, alice, event["id"])
+    bob_place = await join(api, bob, event["id"])
+    place = await eventually(lambda: _admitted(api, alice, event["id"]), "alice is admitted")
+    body = {"event_id": event["id"], "quantity": 1, "holder_name": "Alice", "tier": "standard"}
+    r = await api.post("/v1/orders", json=body, headers={**bearer(alice), "Queue-Permission": place["permission"]})
+    assert r.status_code == 202, r.text
+    order = r.json()
+    async with websockets.connect(f"{bob_place['progress_url']}?token={bob}") as ws:
+        # When bob's socket says it is sold out
+        told = await next_message(ws, "queue.sold_out")
+        assert told["queue_id"] == bob_place["queue_id"]
+        # And alice cancels her order
+        r = await api.post(f"/v1/orders/{order['id']}/cancel", headers=bearer(alice))
+        assert r.status_code == 200, r.text
+        # Then the same socket admits bob, with a permission of his own
+        got = await next_message(ws, "queue.admitted")
+        assert got["queue_id"] == bob_place["queue_id"] and got["permission"]
+        # And the room no longer says it is sold out
+        assert not (await join(api, bob, event["id"]))["sold_out"]
+    # And bob buys the ticket that came back: one sold, never two
+    body = {"event_id": event["id"], "quantity": 1, "holder_name": "Bob", "tier": "standard"}
+    r = await api.post("/v1/orders", json=body, headers={**bearer(bob), "Queue-Permission": got["permission"]})
+    assert r.status_code == 202, r.text
+    assert await sold(api, event["id"], org) == 1

@@ -16,7 +16,9 @@ cancel finishes what a crashed one began):
    (``ticketry.emit.announce_cancelled``): renderers skip its pending
    requests and announce no more of its tickets, the buyer's socket hears it,
    and the buyer's count for a tier with ``max_per_buyer`` goes down once;
-3. gives its tickets back to the event (once-only by the ledger's tag);
+3. gives its tickets back to the event (once-only by the ledger's tag), and
+   has its waiting room, if any, ticked again: buyers told it was sold out
+   move on;
 4. deletes the PDFs already rendered (they are no longer served: 410).
 """
 
@@ -33,6 +35,7 @@ from ticketry.storage import PdfStore
 
 from ticketry_api.errors import Problem
 from ticketry_api.store import Store
+from ticketry_api.waitingroom import store as rooms
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,8 @@ async def cancel(redis: Redis, db: Store, order: Order, event: Event, who: Princ
     held = streams.held(order.event_id, order.tier, order.owner_id) if tier and tier.max_per_buyer else None
     await announce_cancelled(redis, order.id, order.quantity, held)
     await db.ledger.release(event, order.id, order.tier, order.quantity)
+    if event.waiting_room:
+        await rooms.tickets_back(redis, event.id)
     # A render that was under way may still store one; it is never served.
     await store.delete_order(order.id)
     log.info("cancel: PDFs deleted", extra={"order_id": order.id})

@@ -62,6 +62,7 @@ from ticketry_api.errors import Problem
 from ticketry_api.ratelimit import RateSettings
 from ticketry_api.schemas import OrderIn
 from ticketry_api.store import Store
+from ticketry_api.waitingroom import store as rooms
 
 log = logging.getLogger(__name__)
 SWEEP_BATCH = 500
@@ -374,6 +375,8 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, store: Store, grace_s: fl
             and await store.ledger.reserved(order_id)
         ):
             await store.ledger.release(event, order_id, tier, quantity)
+            if event.waiting_room:
+                await rooms.tickets_back(redis, event.id)
             log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
         await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
     return len(stale)

@@ -4,10 +4,12 @@ Sends ``{type: "queue.position", queue_id, position, eta_s, paused, at}`` when
 the place's position changes (every step near the front, every tenth of the
 way further back: :func:`news`) or its room is paused or resumed (``eta_s`` is
 null while paused), then ``{type: "queue.admitted", queue_id,
-permission, expires_at, at}`` (or ``{type: "queue.sold_out", …}`` when the
-event sold out first, ``{type: "queue.closed", …}`` when its organiser closed
-the room for good) and closes 1000; 4401 when the token expires first
-(as an order's socket). ``position`` is null for an early
+permission, expires_at, at}`` (or ``{type: "queue.closed", …}`` when its
+organiser closed the room for good) and closes 1000; 4401 when the token
+expires first (as an order's socket). ``{type: "queue.sold_out", …}`` when
+every ticket is taken leaves the socket open: tickets that come back (a
+cancel) tick the room again, and the place hears its position again, or its
+admission. ``position`` is null for an early
 arrival until the draw is final (``on_sale_at``); ``at`` is the admission tick
 (Redis ms) that the message reflects.
 
@@ -50,7 +52,6 @@ from ticketry_notifier.session import SEND_ERRORS, expiry_timer
 log = logging.getLogger(__name__)
 
 ADMITTED = Close(1000, "admitted", "admitted")
-SOLD_OUT = Close(1000, "sold out", "sold_out")
 CLOSED = Close(1000, "closed", "closed")
 # A room update's fields as Redis gives them (``streams.ROOM_*``).
 _ADMITTED, _RATE, _AT = streams.ROOM_ADMITTED.encode(), streams.ROOM_RATE.encode(), streams.ROOM_AT.encode()
@@ -102,6 +103,7 @@ class QueueSocket:
         self.rank: int | None = None
         self.position: int | None = -1  # last position sent (-1: none yet)
         self.paused = False  # last paused flag sent
+        self.sold_out = False  # last told it was sold out (the socket stays: tickets may come back)
         self.final: Close | None = None
         self.seen = -1  # the highest admitted count applied: an older tick never moves a place back
         self._latest: str | None = None
@@ -128,11 +130,14 @@ class QueueSocket:
             self._offer({"type": "queue.closed", "queue_id": self.queue_id, "at": u.at}, CLOSED)
             return
         if u.sold_out:
-            self._offer({"type": "queue.sold_out", "queue_id": self.queue_id, "at": u.at}, SOLD_OUT)
+            if not self.sold_out:
+                self.sold_out = True
+                self._offer({"type": "queue.sold_out", "queue_id": self.queue_id, "at": u.at})
             return
+        back, self.sold_out = self.sold_out, False  # tickets came back: where the place stands now
         pos = self.rank - u.admitted + 1 if u.drawn and self.rank is not None else None
         moved = pos != self.position and (pos is None or not self.position or news(self.position, pos))
-        if not moved and u.paused == self.paused:
+        if not (moved or back) and u.paused == self.paused:
             return
         self.position, self.paused = pos, u.paused
         if u.paused:
@@ -369,7 +374,7 @@ async def _send_first(redis: Redis, sock: QueueSocket) -> None:
 
 
 async def _until_closed(ws: WebSocket, sock: QueueSocket) -> None:
-    """Wait until the socket is closed by us (admitted, sold out, expired) or the client goes."""
+    """Wait until the socket is closed by us (admitted, closed, expired) or the client goes."""
     while True:
         receive = asyncio.ensure_future(ws.receive())
         closed = asyncio.ensure_future(sock.closed.wait())

@@ -385,5 +385,17 @@ async def stop_ticking(redis: Redis, event_id: str) -> None:
     await redis.srem(streams.ROOMS, event_id)
 
 
+async def tickets_back(redis: Redis, event_id: str) -> None:
+    """Tickets came back to the event (a cancel, a reservation given back): the
+    admitters tick its room again, if it has one still open, so the places
+    told it was sold out move on (the next tick clears ``sold_out``)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.exists(streams.room_state(event_id))
+        pipe.hget(streams.room_state(event_id), streams.ROOM_CLOSED)
+        exists, closed = await pipe.execute()
+    if exists and closed != b"1":
+        await redis.sadd(streams.ROOMS, event_id)
+
+
 async def rooms(redis: Redis) -> list[str]:
     return sorted(as_text(e) for e in await redis.smembers(streams.ROOMS))

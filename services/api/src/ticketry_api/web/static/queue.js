@@ -4,8 +4,10 @@
 // from the address bar at once and kept in this tab's session storage; the
 // shop may add r=<its checkout URL> to the fragment, shown as a link once the
 // buyer's turn has come. The page reads the place, then follows its queue
-// socket: a position when it moves, then admitted, sold out or closed. When
-// the socket drops it reconnects (each socket starts with the place as it is).
+// socket: a position when it moves, then admitted or closed. Sold out is not
+// the end: the socket stays open, and tickets that come back (a cancel) move
+// the place on again. When the socket drops it reconnects (each socket starts
+// with the place as it is).
 "use strict";
 
 (function () {
@@ -13,7 +15,7 @@
   const linkKey = "ticketry.queue-link." + queueId;
   const backKey = "ticketry.queue-return." + queueId;
   const $ = (id) => document.getElementById(id);
-  const FINAL = new Set(["admitted", "sold_out", "closed"]);
+  const FINAL = new Set(["admitted", "closed"]);
   const TEXT = {
     early: ["You are early", "early: your place is drawn when the sale opens"],
     waiting: ["You are in line", "waiting"],
@@ -77,13 +79,14 @@
 
   // --- rendering -------------------------------------------------------------
   function show(next, place) {
+    if (state === "sold_out" && next !== "sold_out") notice("");
     state = next;
     const [heading, label] = TEXT[next];
     $("queue-heading").textContent = heading;
     const el = $("status");
     el.textContent = label;
     el.dataset.status = next;
-    const waiting = !FINAL.has(next);
+    const waiting = !FINAL.has(next) && next !== "sold_out";
     $("position-line").hidden = !waiting;
     if (waiting) {
       $("position").textContent = place.position == null ? "drawn when the sale opens" : String(place.position);
@@ -107,7 +110,7 @@
         nextEl.textContent = "Go back to the shop to complete your order" + until + ".";
       }
     }
-    if (next === "sold_out") notice("Every ticket has been sold. Thank you for waiting.");
+    if (next === "sold_out") notice("Every ticket has been sold. Keep this page open: if tickets come back, your place moves on here.");
     if (next === "closed") notice("The organiser has closed this waiting room.");
   }
 
