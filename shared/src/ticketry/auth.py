@@ -406,6 +406,16 @@ def verify_link(token: str, scope: str, *, secret: str, leeway_s: int = 30) -> P
     return principal
 
 
+def verify_bearer_or_link(verifier: TokenVerifier, secret: str, token: str, scope: str) -> Principal:
+    """Who ``token`` speaks for: a bearer token, or a link for exactly ``scope``
+    (``order:<id>`` or ``queue:<id>``: the buyer's page of that order or place);
+    :class:`AuthError` otherwise."""
+    try:
+        return verifier.verify(token)
+    except AuthError:
+        return verify_link(token, scope, secret=secret, leeway_s=verifier.leeway_s)
+
+
 def issue_order_link(order_id: str, sub: str, *, secret: str, ttl_s: int) -> str:
     """A link to one order: its page, its PDFs and its progress socket."""
     return issue_link(ORDER_SCOPE + order_id, sub, secret=secret, ttl_s=ttl_s)

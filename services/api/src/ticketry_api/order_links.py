@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from ticketry.auth import ORDER_SCOPE, AuthError, Principal, verify_link
+from ticketry.auth import ORDER_SCOPE, AuthError, Principal, verify_bearer_or_link, verify_link
 
 from ticketry_api import ratelimit
 from ticketry_api.deps import AppState, app_state
@@ -68,7 +68,7 @@ async def owner_or_link(
     if token is None:
         raise Problem(401, "unauthorized", "a bearer token is required", _UNAUTHORIZED)
     try:
-        who = state.token_verifier().verify(token)
+        who = verify_bearer_or_link(state.token_verifier(), state.settings.jwt_key, token, ORDER_SCOPE + order_id)
     except AuthError:
-        who = link_reader(state, token, order_id)
+        raise Problem(401, "unauthorized", "invalid or expired link", _UNAUTHORIZED) from None
     return await counted(state, who)

@@ -25,7 +25,6 @@ from typing import Literal
 
 import orjson
 from ticketry import streams
-from ticketry.auth import AuthError, Principal, TokenVerifier, verify_link
 from ticketry.streams import BadStreamId as BadStreamId
 from ticketry.streams import StreamKey as StreamKey
 from ticketry.streams import format_stream_id as format_stream_id
@@ -106,16 +105,6 @@ def credentials(subprotocols: Sequence[str], query_token: str | None) -> Credent
     if bearer is not None:
         return Credentials(bearer[len(BEARER_PREFIX) :], bearer)
     return Credentials(query_token or "", None)
-
-
-def bearer_or_link(verifier: TokenVerifier, secret: str, token: str, scope: str) -> Principal:
-    """Who a socket's token speaks for: a bearer token, or a link for exactly
-    ``scope`` (``order:<id>`` or ``queue:<id>``: the buyer's page of that order
-    or place); :class:`AuthError` otherwise."""
-    try:
-        return verifier.verify(token)
-    except AuthError:
-        return verify_link(token, scope, secret=secret, leeway_s=verifier.leeway_s)
 
 
 def expires_at(token: str) -> float | None:

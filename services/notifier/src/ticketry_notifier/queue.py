@@ -40,7 +40,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocket
 from ticketry import streams
-from ticketry.auth import QUEUE_SCOPE, AuthError
+from ticketry.auth import QUEUE_SCOPE, AuthError, verify_bearer_or_link
 from ticketry.ids import is_valid_id
 from ticketry.replies import as_text
 from ticketry.retry import Retrying
@@ -310,7 +310,7 @@ async def _queue_progress(ws: WebSocket) -> None:
     queue_id = ws.path_params["queue_id"]
     try:
         # A bearer token, or the place's link (its buyer's page, ``/q/<queue id>``).
-        who = handshake.bearer_or_link(app.verifier, app.settings.jwt_key, creds.token, QUEUE_SCOPE + queue_id)
+        who = verify_bearer_or_link(app.verifier, app.settings.jwt_key, creds.token, QUEUE_SCOPE + queue_id)
     except AuthError:
         await _close(ws, handshake.UNAUTHORIZED)
         return

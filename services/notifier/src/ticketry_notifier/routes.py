@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket
 from ticketry import streams
-from ticketry.auth import ORDER_SCOPE, AuthError, Principal, TokenVerifier
+from ticketry.auth import ORDER_SCOPE, AuthError, Principal, TokenVerifier, verify_bearer_or_link
 from ticketry.db import entries_of
 from ticketry.ids import is_valid_id
 
@@ -110,7 +110,7 @@ async def _progress(ws: WebSocket, app: Notifier) -> None:
 
 def _verify(app: Notifier, token: str, order_id: str) -> Principal:
     """A bearer token, or the order link of this very order (its buyer's page)."""
-    return handshake.bearer_or_link(app.verifier, app.settings.jwt_key, token, ORDER_SCOPE + order_id)
+    return verify_bearer_or_link(app.verifier, app.settings.jwt_key, token, ORDER_SCOPE + order_id)
 
 
 async def _open(
