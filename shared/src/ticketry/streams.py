@@ -305,7 +305,8 @@ WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 # ``ticketry:rooms`` (set of event ids)
 #     Rooms somebody has joined: what the admitters (one per room, any api) tick.
 #     An id leaves when its line is fully admitted, the event is sold out or the
-#     room is closed (not while paused); a resume puts it back.
+#     room is closed (not while paused); a join, a resume or tickets coming back
+#     (a cancel) put it back.
 # ``ticketry:room:{event}:line`` (sorted set: buyer, score = place)
 #     One place per buyer (ZADD NX): early arrivals (before ``on_sale_at`` by
 #     Redis's clock) a random score in [0, 1), later ones ``1 + n`` in arrival order.

@@ -39,12 +39,12 @@ class Orders:
         """The order without its per-ticket lists (10,000 ids and holders in a
         big order): a ticket's id is its order's and its place."""
         doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, ORDER_SUMMARY)
-        return summary_of(doc) if doc is not None else None
+        return without_ticket_ids(doc) if doc is not None else None
 
     async def with_holders(self, order_id: str) -> Order | None:
         """The order with its holders' names but not its list of ticket ids."""
         doc = await Order.get_pymongo_collection().find_one({"_id": order_id}, {"ticket_ids": 0})
-        return Order.model_validate({**doc, "ticket_ids": []}) if doc is not None else None
+        return without_ticket_ids(doc) if doc is not None else None
 
     async def of_buyer(
         self, owner_id: str, event_id: str | None, cursor: str | None, limit: int
@@ -62,7 +62,7 @@ class Orders:
     @staticmethod
     async def _page(query: dict[str, Any], cursor: str | None, limit: int) -> tuple[list[Order], str | None]:
         found, nxt = await page_by_id(Order.get_pymongo_collection(), query, cursor, limit, ORDER_SUMMARY)
-        return [summary_of(d) for d in found], nxt
+        return [without_ticket_ids(d) for d in found], nxt
 
     @staticmethod
     async def for_door(
@@ -121,8 +121,9 @@ class Orders:
         await Order.get_pymongo_collection().update_one({"_id": order_id}, {"$set": {"status": "cancelled"}})
 
 
-def summary_of(doc: dict[str, Any]) -> Order:
-    """An order read with ``ORDER_SUMMARY`` (without its per-ticket lists)."""
+def without_ticket_ids(doc: dict[str, Any]) -> Order:
+    """An order read without its list of ticket ids (``ORDER_SUMMARY``, or
+    ``{"ticket_ids": 0}``): a ticket's id is its order's and its place."""
     order: Order = Order.model_validate({**doc, "ticket_ids": []})
     return order
 
