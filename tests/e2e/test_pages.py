@@ -32,7 +32,7 @@ from websockets.typing import Subprotocol
 
 from tests.conftest import TokenFactory, make_stack
 from tests.e2e.pages_support import BARCODE_DETECTOR_STAND_IN, WAIT_MS, browser, qr_picture, write_y4m
-from tests.helpers import bearer, checkin_list, create_event, decode_qr, place_order, scan
+from tests.helpers import bearer, checkin_list, create_event, decode_qr, eventually, place_order, scan
 
 pytestmark = pytest.mark.e2e
 
@@ -346,10 +346,12 @@ async def test_a_places_page_told_sold_out_is_called_back_when_a_ticket_returns(
         page = await context.new_page()
         await page.goto(places[1]["status_page_url"])
         status = page.get_by_test_id("queue-status")
-        deadline = time.monotonic() + 120
-        while not (place := (await api.post(f"/v1/events/{eid}/queue", headers=bearer(alice))).json())["admitted"]:
-            assert time.monotonic() < deadline, "alice never admitted"
-            await asyncio.sleep(0.2)
+
+        async def admitted() -> dict[str, Any] | None:
+            place: dict[str, Any] = (await api.post(f"/v1/events/{eid}/queue", headers=bearer(alice))).json()
+            return place if place["admitted"] else None
+
+        place = await eventually(admitted, "alice is admitted")
         body = {"event_id": eid, "quantity": 1, "holder_name": "Alice", "tier": "standard"}
         r = await api.post("/v1/orders", json=body, headers={**bearer(alice), "Queue-Permission": place["permission"]})
         assert r.status_code == 202, r.text

@@ -19,7 +19,7 @@ import websockets
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory, make_stack
-from tests.helpers import bearer, create_event, place_order
+from tests.helpers import bearer, create_event, eventually, place_order
 
 pytestmark = pytest.mark.e2e
 
@@ -154,15 +154,6 @@ async def join(api: httpx.AsyncClient, tok: str, event_id: str) -> dict[str, Any
     assert r.status_code == 201, r.text
     out: dict[str, Any] = r.json()
     return out
-
-
-async def eventually(check: Any, what: str, timeout_s: float = 120) -> Any:
-    """Poll ``check()`` until it returns something truthy (a bound on a hang, not a timing claim)."""
-    deadline = time.monotonic() + timeout_s
-    while not (got := await check()):
-        assert time.monotonic() < deadline, f"never: {what}"
-        await asyncio.sleep(0.2)
-    return got
 
 
 def rank_correlation(xs: list[int], ys: list[int]) -> float:

@@ -242,3 +242,18 @@ async def test_a_closed_room_takes_no_one_admits_no_one_and_stays_closed(redis: 
     assert await store.rooms(redis) == []
     assert len(list(await redis.xrange(streams.room_updates(EVENT)) or [])) == len(ticks)
     assert await admit(1, buyers[1:2]) == -5
+
+
+async def test_tickets_coming_back_put_an_open_room_back_to_ticking_only(redis: Redis) -> None:
+    # Given an event whose room nobody joined: tickets coming back start no admitter
+    await store.tickets_back(redis, EVENT)
+    assert await store.rooms(redis) == []
+    # Given a room the admitters stopped ticking (sold out): they tick it again
+    await _line(redis, 2)
+    await store.stop_ticking(redis, EVENT)
+    await store.tickets_back(redis, EVENT)
+    assert await store.rooms(redis) == [EVENT]
+    # Given a room closed for good: it stays out
+    await store.close_for_good(redis, EVENT)
+    await store.tickets_back(redis, EVENT)
+    assert await store.rooms(redis) == []
