@@ -10,7 +10,9 @@ policy:
 
 * ``default``: what ``just up`` runs (no ``TICKETRY_RENDERERS_*`` or scaler
   setting: min 1 and one spare, max CPUs x 2, every other default);
-* ``fixed-N``: ``TICKETRY_RENDERERS_MIN = MAX = N`` and no CPU cap, N = 1, 2, 3;
+* ``fixed-N``: ``TICKETRY_RENDERERS_MIN = MAX = N`` and no CPU cap, N = 1 up to
+  the machine's usable cores + 1 (``fixed_sizes``: one past the cores, to see
+  whether an extra renderer still helps);
 * ``old``: the policy before issue 16 (``TICKETRY_SCALER_POLICY=drain``: renderers
   from the backlog and the drain target only, no CPU cap).
 
@@ -22,7 +24,7 @@ its floor; then the burst. Times come from Redis: a ticket event's stream id
 carries the millisecond it was appended, and the burst's time is
 ``order.completed`` minus the moment the 202 arrived (same host clock).
 
-1. **2,000-ticket burst**: ``default`` and ``fixed-1..3``, in ``--rounds`` rounds
+1. **2,000-ticket burst**: ``default`` and every ``fixed-N``, in ``--rounds`` rounds
    (the order of the fleets rotates each round, so a noisy minute does not
    always hit the same one); medians; ``default`` over the best fixed median.
 2. **10,000-ticket order**: ``default`` against ``old``, alternated, medians.
@@ -82,13 +84,16 @@ POLL_S = 0.1
 # Fleets: the scaler's environment for each. Fixed fleets have no CPU cap, so
 # that N means N renderers.
 NO_CAP = {"TICKETRY_SCALER_CPU_CAP": "0"}
-FLEETS: dict[str, dict[str, str]] = {
-    "default": {},
-    "fixed-1": {"TICKETRY_RENDERERS_MIN": "1", "TICKETRY_RENDERERS_MAX": "1", **NO_CAP},
-    "fixed-2": {"TICKETRY_RENDERERS_MIN": "2", "TICKETRY_RENDERERS_MAX": "2", **NO_CAP},
-    "fixed-3": {"TICKETRY_RENDERERS_MIN": "3", "TICKETRY_RENDERERS_MAX": "3", **NO_CAP},
-    "old": {"TICKETRY_SCALER_POLICY": "drain", **NO_CAP},
-}
+
+
+def fixed_sizes(cores: int) -> range:
+    """The fixed fleets' sizes on a machine of ``cores`` usable cores."""
+    return range(1, max(cores, 1) + 2)
+
+
+FIXED = {f"fixed-{n}": {"TICKETRY_RENDERERS_MIN": str(n), "TICKETRY_RENDERERS_MAX": str(n), **NO_CAP}
+         for n in fixed_sizes(usable_cores())}  # fmt: skip
+FLEETS: dict[str, dict[str, str]] = {"default": {}, **FIXED, "old": {"TICKETRY_SCALER_POLICY": "drain", **NO_CAP}}
 
 
 def floor_of(fleet: str) -> int:
@@ -413,7 +418,7 @@ async def measure(stack: Stack, opts: Options) -> dict[str, Any]:
     out: dict[str, Any] = {"bursts": [], "big": []}
     try:
         async with httpx.AsyncClient(base_url=stack.api_url, timeout=120) as api:
-            names = ["default", "fixed-1", "fixed-2", "fixed-3"]
+            names = ["default", *FIXED]
             for r in range(opts.rounds):
                 for name in names[r % len(names) :] + names[: r % len(names)]:
                     got = await one_order(stack, redis, api, name, opts.quantity, opts.warmup)
