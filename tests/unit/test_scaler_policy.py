@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 import pytest
+from ticketry_scaler.config import ScalerSettings
 from ticketry_scaler.policy import (
     LaneBacklog,
     PolicyConfig,
@@ -382,3 +383,16 @@ def test_throughput_meter(steps: list[MeterStep]) -> None:
         assert view.pace == pytest.approx(pace), t
         assert dict(view.rates) == pytest.approx(rates), t
         assert view.ready == ready, t
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, True),  # `just up`: the local backend on one host
+        ({"scaler_backend": "kubernetes"}, False),  # pods on other nodes add cores: scale on lag
+        ({"scaler_backend": "kubernetes", "scaler_policy": "throughput"}, True),
+        ({"scaler_policy": "drain"}, False),
+    ],
+)
+def test_the_default_policy_follows_the_backend(env: dict[str, str], expected: bool) -> None:
+    assert ScalerSettings.model_validate(env).throughput_policy is expected
