@@ -145,6 +145,32 @@ def test_every_service_would_start_with_the_compose_environment(monkeypatch: pyt
         assert not kind().dev_mode, name
 
 
+def test_compose_serves_every_metrics_port_to_other_containers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Prometheus runs in a container of its own: each scrape target listens on
+    # every interface (the settings default to loopback), read as each service
+    # reads its environment, so a misspelt variable is caught too.
+    from ticketry_api.config import ApiSettings
+    from ticketry_notifier.config import NotifierSettings
+    from ticketry_renderer.config import RendererSettings
+    from ticketry_scaler.config import ScalerSettings
+
+    services = _project()["services"]
+    targets: dict[str, tuple[type[Any], str, str]] = {
+        "api": (ApiSettings, "api_host", "api_port"),
+        "notifier": (NotifierSettings, "notifier_host", "notifier_port"),
+        "renderer": (RendererSettings, "metrics_host", "metrics_port"),
+        "scaler": (ScalerSettings, "scaler_metrics_host", "scaler_metrics_port"),
+    }
+    for name, (kind, host, port) in targets.items():
+        for key in [k for k in os.environ if k.startswith("TICKETRY_")]:
+            monkeypatch.delenv(key)
+        for key, value in services[name]["environment"].items():
+            monkeypatch.setenv(key, value)
+        settings = kind()
+        assert getattr(settings, host) == "0.0.0.0", name  # noqa: S104 - scraped from another container
+        assert getattr(settings, port) > 0, name
+
+
 def test_image_runs_as_10001_owning_its_data_dirs_with_the_rendering_packages() -> None:
     dockerfile = (ROOT / "infra" / "Dockerfile").read_text()
     assert "USER 10001:10001" in dockerfile
