@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Awaitable, Callable
 
 import httpx
 import pypdf
@@ -158,3 +159,52 @@ async def test_snapshot_after_the_live_counters_expired(
     assert (snapshot["total"], snapshot["rendered"], snapshot["failed"], snapshot["completed"]) == (2, 2, 0, True)
     got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()
     assert (got["status"], got["rendered"], got["failed"]) == ("completed", 2, 0)
+
+
+async def test_a_new_event_has_its_designs_before_its_first_order(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    """Creating an event asks the renderers for one design per tier (stored in
+    Redis for every process), without any order placed."""
+    redis = redis_of(stack)
+
+    async def stored() -> set[str]:
+        keys = {k.decode() async for k in redis.scan_iter(match=streams.design("*"))}
+        return {k for k in keys if not k.endswith(":building")}
+
+    try:
+        before = await stored()
+        tiers = [
+            {"id": "standard", "name": "Standard", "price": "25.00"},
+            {"id": "vip", "name": "VIP Lounge", "price": "90.00", "lane": "vip"},
+            {"id": "balcony", "name": "Balcony", "price": "40.00"},
+        ]
+        await create_event(api, token("org-designs", "organizer"), name="Designs Ahead Night", tiers=tiers)
+        await wait_until(lambda: _grown(stored, before, len(tiers)), 120)
+        assert len(await stored() - before) == len(tiers)
+    finally:
+        await redis.aclose()
+
+
+async def _grown(stored: Callable[[], Awaitable[set[str]]], before: set[str], by: int) -> bool:
+    return len(await stored() - before) >= by
+
+
+@pytest.mark.parametrize("field", ["name", "venue", "tier name"])
+async def test_an_event_text_no_font_can_draw_is_refused(
+    api: httpx.AsyncClient, token: TokenFactory, field: str
+) -> None:
+    """Never boxes on a ticket: a character no font of the chain draws is a 422 at creation."""
+    undrawable = "Runes ᚠᚢᚦ"  # Runic: not in the ticket's font chain
+    body: dict[str, object] = {
+        "name": "Night of Tests", "venue": "Loopback Arena", "starts_at": "2027-06-01T19:30:00Z",
+        "capacity": 10, "price": "25.00", "currency": "EUR",
+    }  # fmt: skip
+    if field == "tier name":
+        body["tiers"] = [{"id": "standard", "name": undrawable, "price": "25.00"}]
+    else:
+        body[field] = undrawable
+    r = await api.post("/v1/events", json=body, headers=bearer(token("org-glyphs", "organizer")))
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert f"{field} cannot be printed" in r.json()["title"] and "U+16A0" in r.json()["detail"]
