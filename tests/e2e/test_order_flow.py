@@ -3,87 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import Awaitable, Callable
 
 import httpx
-import pypdf
 import pytest
 from ticketry import streams
 from ticketry_devstack.procs import Stack
 
 from tests.chaos.support import redis_of, wait_until
 from tests.conftest import TokenFactory
+from tests.e2e.flows import order_renders_and_checks_in_once
 from tests.helpers import (
     bearer,
-    checkin_list,
     collect_progress,
     create_event,
-    decode_qr,
     place_order,
-    scan,
-    wait_rendered,
 )
 
 pytestmark = pytest.mark.e2e
 
 
 async def test_twenty_tickets_render_and_check_in_once(api: httpx.AsyncClient, token: TokenFactory) -> None:
-    # Given an event and a buyer
-    organizer, buyer, staff = token("org-1", "organizer"), token("buyer-1", "buyer"), token("staff-1", "staff")
-    event = await create_event(api, organizer, capacity=100)
-    door = await checkin_list(api, organizer, event["id"])
-
-    # When the buyer orders 20 tickets
-    r = await place_order(api, buyer, event["id"], 20)
-    assert r.status_code == 202, r.text
-    order = r.json()
-    assert order["status"] == "processing" and len(order["tickets"]) == 20
-
-    # Then the WebSocket shows a snapshot, 20 rendered tickets and the completion
-    msgs = await collect_progress(order["progress_url"], buyer)
-    assert msgs[0]["type"] == "snapshot" and msgs[0]["total"] == 20
-    rendered = [m for m in msgs if m["type"] == "ticket.rendered"]
-    assert sorted(m["ticket_id"] for m in rendered) == sorted(order["tickets"])
-    assert msgs[-1]["type"] == "order.completed"
-    assert (msgs[-1]["rendered"], msgs[-1]["failed"], msgs[-1]["total"]) == (20, 0, 20)
-    assert [m["rendered"] for m in rendered] == sorted(m["rendered"] for m in rendered)
-
-    # And the read model catches up
-    got = await wait_rendered(api, order["id"], buyer)
-    assert got["status"] == "completed" and got["rendered"] == 20
-    assert {t["status"] for t in got["tickets"]} == {"rendered"}
-
-    # And every PDF parses and carries a QR that checks in exactly once
-    codes = []
-    for tid in order["tickets"]:
-        pdf = await api.get(f"/v1/tickets/{tid}/pdf", headers=bearer(buyer))
-        assert pdf.status_code == 200 and pdf.headers["content-type"] == "application/pdf"
-        reader = pypdf.PdfReader(io.BytesIO(pdf.content))
-        assert len(reader.pages) == 1
-        assert tid in reader.pages[0].extract_text()
-        codes.append(decode_qr(pdf.content))
-    assert len(set(codes)) == 20
-
-    async def statuses() -> list[str]:
-        got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()
-        assert got["status"] == "completed", got
-        return [t["status"] for t in got["tickets"]]
-
-    assert await statuses() == ["rendered"] * 20
-    for tid, code in zip(order["tickets"], codes, strict=True):
-        first = await scan(api, staff, code, door)
-        assert first.status_code == 200, first.text
-        assert first.json()["ticket_id"] == tid
-        again = await scan(api, staff, code, door)
-        assert again.status_code == 409
-        assert again.headers["content-type"] == "application/problem+json"
-        if tid == order["tickets"][0]:
-            # The completed order lists the admitted ticket as such, the rest as rendered
-            assert await statuses() == ["checked_in"] + ["rendered"] * 19
-    assert await statuses() == ["checked_in"] * 20
-    ticket = (await api.get(f"/v1/tickets/{order['tickets'][0]}", headers=bearer(buyer))).json()
-    assert ticket["status"] == "checked_in"
+    await order_renders_and_checks_in_once(api, token, "flow")
 
 
 async def test_other_buyer_cannot_see_order_or_pdfs(api: httpx.AsyncClient, token: TokenFactory) -> None:

@@ -29,6 +29,7 @@ from ticketry.settings import CommonSettings
 from ticketry_devstack.procs import Stack, running
 
 from tests.conftest import TokenFactory
+from tests.e2e.flows import order_renders_and_checks_in_once
 from tests.helpers import bearer, checkin_list, create_event, decode_qr, place_order, scan, wait_rendered
 from tests.netns import Host, can_make_hosts
 
@@ -134,6 +135,11 @@ async def test_pdf_is_downloaded_through_a_presigned_url(
     # And another buyer gets no redirect
     r = await api.get(f"/v1/tickets/{order['tickets'][0]}/pdf", headers=bearer(token("s3-other", "buyer")))
     assert r.status_code == 404
+
+
+async def test_the_whole_order_flow_with_its_pdfs_in_s3(api: httpx.AsyncClient, token: TokenFactory) -> None:
+    """The walking skeleton of test_order_flow, every PDF through a presigned URL."""
+    await order_renders_and_checks_in_once(api, token, "s3-walk", presigned=True)
 
 
 async def test_download_all_reads_the_objects(api: httpx.AsyncClient, token: TokenFactory) -> None:
