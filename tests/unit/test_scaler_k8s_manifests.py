@@ -66,10 +66,16 @@ def test_overlays_deploy_every_service(overlay: Path) -> None:
         assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items(), name
         for container in spec["template"]["spec"]["containers"]:
             assert container["command"][0] in scripts, (name, container["command"])
-    # Exactly one autoscaler per overlay.
-    has_scaler = "ticketry-scaler" in deployments
+    # Every overlay runs ticketry-scaler (its leader exports the cluster-wide
+    # gauges), and exactly one autoscaler: the scaler's kubernetes backend or KEDA.
+    assert "ticketry-scaler" in deployments
+    scales = _scaler_env(deployments["ticketry-scaler"])["TICKETRY_SCALER_BACKEND"] == "kubernetes"
     has_keda = bool(_by(docs, "ScaledObject"))
-    assert has_scaler != has_keda
+    assert scales != has_keda
+
+
+def _scaler_env(deployment: dict[str, Any]) -> dict[str, str | None]:
+    return {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
 
 
 def test_scaler_deployment_uses_the_kubernetes_backend_with_least_rbac() -> None:
@@ -85,6 +91,23 @@ def test_scaler_deployment_uses_the_kubernetes_backend_with_least_rbac() -> None
     assert set(rule["verbs"]) == {"get", "patch"}
     binding = _by(docs, "RoleBinding")["ticketry-scaler"]
     assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
+
+
+def test_keda_overlay_runs_the_scaler_for_its_gauges_without_scaling() -> None:
+    # Beside KEDA the scaler only observes: the dry-run backend, no Kubernetes
+    # API access at all, within the ScaledObject's bounds (its "desired" gauge
+    # then means what it would choose there), a standby for its leader.
+    docs = _build(K8S / "keda")
+    scaler = _by(docs, "Deployment")["ticketry-scaler"]
+    pod = scaler["spec"]["template"]["spec"]
+    env = _scaler_env(scaler)
+    assert env["TICKETRY_SCALER_BACKEND"] == "dry-run"
+    assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
+    assert not _by(docs, "Role") and not _by(docs, "RoleBinding") and not _by(docs, "ServiceAccount")
+    (obj,) = _by(docs, "ScaledObject").values()
+    assert int(env["TICKETRY_RENDERERS_MIN"] or "") == obj["spec"]["minReplicaCount"]
+    assert int(env["TICKETRY_RENDERERS_MAX"] or "") == obj["spec"]["maxReplicaCount"]
+    assert scaler["spec"]["replicas"] >= 2, "a standby takes over from a dead leader"
 
 
 def test_keda_scaledobject_watches_both_lanes_of_the_renderers_group() -> None:
@@ -196,8 +219,9 @@ def _pods(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return pods
 
 
-def test_only_the_api_and_notifier_hold_the_jwt_secret_and_only_the_api_the_keys() -> None:
-    docs = _build(K8S)
+@pytest.mark.parametrize("overlay", [K8S, K8S / "keda"], ids=["scaler", "keda"])
+def test_only_the_api_and_notifier_hold_the_jwt_secret_and_only_the_api_the_keys(overlay: Path) -> None:
+    docs = _build(overlay)
     pods = _pods(docs)
     for name, pod in pods.items():
         containers = pod["containers"] + pod.get("initContainers", [])
@@ -212,8 +236,9 @@ def test_only_the_api_and_notifier_hold_the_jwt_secret_and_only_the_api_the_keys
     assert {"ticketry-tickets", "ticketry-keys"} <= _by(docs, "PersistentVolumeClaim").keys()
 
 
-def test_pods_run_as_the_images_user_and_own_their_volumes() -> None:
-    docs = _build(K8S)
+@pytest.mark.parametrize("overlay", [K8S, K8S / "keda"], ids=["scaler", "keda"])
+def test_pods_run_as_the_images_user_and_own_their_volumes(overlay: Path) -> None:
+    docs = _build(overlay)
     for name, pod in _pods(docs).items():
         ctx = pod["securityContext"]
         assert (ctx["runAsNonRoot"], ctx["runAsUser"], ctx["runAsGroup"]) == (True, 10001, 10001), name
@@ -274,8 +299,9 @@ def test_every_service_would_start_with_the_manifests_environment(
         assert not loaded.dev_mode, name
 
 
-def test_every_service_has_a_disruption_budget_and_probes() -> None:
-    docs = _build(K8S)
+@pytest.mark.parametrize("overlay", [K8S, K8S / "keda"], ids=["scaler", "keda"])
+def test_every_service_has_a_disruption_budget_and_probes(overlay: Path) -> None:
+    docs = _build(overlay)
     deployments = _by(docs, "Deployment")
     budgets = _by(docs, "PodDisruptionBudget")
     for name, dep in deployments.items():
@@ -293,3 +319,43 @@ def test_every_service_has_a_disruption_budget_and_probes() -> None:
         assert container[probe]["httpGet"]["path"] == "/metrics", probe
     assert {p["containerPort"] for p in container["ports"]} == {port}
     assert renderer["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+
+
+@pytest.mark.parametrize("overlay", [K8S, K8S / "keda"], ids=["scaler", "keda"])
+def test_every_scrape_target_listens_beyond_loopback_on_its_annotated_port(
+    overlay: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prometheus scrapes each pod from elsewhere: the port its annotation names
+    # is the one the service binds (as its settings read the pod's environment),
+    # on every interface (the settings default to loopback).
+    from ticketry_api.config import ApiSettings
+    from ticketry_notifier.config import NotifierSettings
+    from ticketry_renderer.config import RendererSettings
+    from ticketry_scaler.config import ScalerSettings
+
+    targets: dict[str, tuple[type[Any], str, str]] = {
+        "ticketry-api": (ApiSettings, "api_host", "api_port"),
+        "ticketry-notifier": (NotifierSettings, "notifier_host", "notifier_port"),
+        "ticketry-renderer": (RendererSettings, "metrics_host", "metrics_port"),
+        "ticketry-scaler": (ScalerSettings, "scaler_metrics_host", "scaler_metrics_port"),
+    }
+    docs = _build(overlay)
+    scraped = {
+        name: d["spec"]["template"]
+        for name, d in _by(docs, "Deployment").items()
+        if d["spec"]["template"]["metadata"].get("annotations", {}).get("prometheus.io/scrape") == "true"
+    }
+    assert scraped.keys() == targets.keys()
+    for name, template in scraped.items():
+        kind, host, port = targets[name]
+        container = template["spec"]["containers"][0]
+        env, _ = _env_of(container, docs)
+        for key in [k for k in os.environ if k.startswith("TICKETRY_")]:
+            monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        settings = kind()
+        assert getattr(settings, host) == "0.0.0.0", name  # noqa: S104 - scraped from outside the pod
+        annotated = int(template["metadata"]["annotations"]["prometheus.io/port"])
+        assert getattr(settings, port) == annotated, name
+        assert annotated in {p["containerPort"] for p in container["ports"]}, name
