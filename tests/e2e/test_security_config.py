@@ -22,12 +22,14 @@ from ticketry.settings import DEV_JWT_SECRET
 from ticketry_api.middleware import CorsSettings
 from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port
 
-from tests.helpers import bearer, create_event, place_order
+from tests.helpers import bearer, checkin_list, create_event, place_order
 
 pytestmark = pytest.mark.e2e
 
 ALLOWED_ORIGIN = "https://tickets.example"
-LIMIT = 3
+LIMIT = 3  # orders, check-ins, cancels and reads per user and minute
+TICKETS = 10  # tickets per buyer and minute
+PROBLEM = "application/problem+json"
 
 
 @dataclass
@@ -54,6 +56,9 @@ def strict_api(stack: Stack) -> Iterator[StrictApi]:
             "TICKETRY_JWT_JWKS_FILE": str(jwks),
             "TICKETRY_RATE_ORDERS_PER_MIN": str(LIMIT),
             "TICKETRY_RATE_CHECKINS_PER_MIN": str(LIMIT),
+            "TICKETRY_RATE_TICKETS_PER_MIN": str(TICKETS),
+            "TICKETRY_RATE_CANCELS_PER_MIN": str(LIMIT),
+            "TICKETRY_RATE_READS_PER_MIN": str(LIMIT),
             "TICKETRY_CORS_ORIGINS": ALLOWED_ORIGIN,
         }
     )
@@ -111,6 +116,58 @@ async def test_checkins_are_rate_limited_per_scanner(sapi: httpx.AsyncClient, st
     statuses = [(await sapi.post("/v1/checkins", json=body, headers=bearer(staff))).status_code for _ in range(5)]
     assert statuses == [404] * LIMIT + [429] * (5 - LIMIT)
     assert (await sapi.post("/v1/checkins", json=body, headers=bearer(other))).status_code == 404
+
+
+def assert_rate_refusal(r: httpx.Response) -> None:
+    assert r.status_code == 429, r.text
+    assert r.headers["content-type"].startswith(PROBLEM) and r.json()["status"] == 429
+    assert 1 <= int(r.headers["retry-after"]) <= 60
+
+
+async def test_tickets_are_rate_limited_per_buyer(sapi: httpx.AsyncClient, strict_api: StrictApi) -> None:
+    org, buyer, other = (
+        strict_api.token("org-tk", "organizer"), strict_api.token("buyer-tk", "buyer"),
+        strict_api.token("buyer-tk-2", "buyer"),
+    )  # fmt: skip
+    event = await create_event(sapi, org, capacity=100)
+    # Given a limit of TICKETS tickets a minute, of which one order took all but one
+    assert (await place_order(sapi, buyer, event["id"], TICKETS - 1)).status_code == 202
+    # When the same buyer orders two more, in their second order of the minute
+    r = await place_order(sapi, buyer, event["id"], 2)
+    # Then 429 with a Retry-After (the order limit is not what refused it), and
+    # another buyer is not affected
+    assert_rate_refusal(r)
+    assert f"{TICKETS} tickets" in r.json()["detail"]
+    assert (await place_order(sapi, other, event["id"], TICKETS)).status_code == 202
+    sold = (await sapi.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"]
+    assert sold == 2 * TICKETS - 1  # the refused order took nothing
+
+
+async def test_cancels_are_rate_limited_per_user(sapi: httpx.AsyncClient, strict_api: StrictApi) -> None:
+    buyer, other = strict_api.token("buyer-cx", "buyer"), strict_api.token("buyer-cx-2", "buyer")
+    unknown = "/v1/orders/or_" + "0" * 20 + "/cancel"
+    answers = [await sapi.post(unknown, headers=bearer(buyer)) for _ in range(LIMIT + 2)]
+    assert [r.status_code for r in answers] == [404] * LIMIT + [429] * 2
+    assert_rate_refusal(answers[-1])
+    assert (await sapi.post(unknown, headers=bearer(other))).status_code == 404
+
+
+async def test_reads_are_rate_limited_per_user(sapi: httpx.AsyncClient, strict_api: StrictApi) -> None:
+    org = strict_api.token("org-rd", "organizer")
+    event = await create_event(sapi, org)
+    eid, lid = event["id"], await checkin_list(sapi, org, event["id"])
+    paths = [
+        "/v1/events", f"/v1/events/{eid}", f"/v1/events/{eid}/orders", f"/v1/events/{eid}/checkin-lists",
+        f"/v1/checkin-lists/{lid}", f"/v1/events/{eid}/revocations",
+    ]  # fmt: skip
+    for n, path in enumerate(paths):
+        # Each read by an admin of its own (a fresh window; admin may read them all)
+        reader = bearer(strict_api.token(f"admin-rd-{n}", "admin"))
+        answers = [await sapi.get(path, headers=reader) for _ in range(LIMIT + 1)]
+        assert [r.status_code for r in answers] == [200] * LIMIT + [429], (path, answers[-1].text)
+        assert_rate_refusal(answers[-1])
+    # The organiser's own reads are counted apart from theirs
+    assert (await sapi.get(f"/v1/events/{eid}", headers=bearer(org))).status_code == 200
 
 
 async def test_cors_only_for_configured_origins(sapi: httpx.AsyncClient, strict_api: StrictApi) -> None:

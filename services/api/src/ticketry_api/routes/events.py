@@ -14,7 +14,7 @@ from ticketry.documents import CheckinList, Event, Tier
 from ticketry.ids import is_valid_id, new_id
 
 from ticketry_api import pages
-from ticketry_api.deps import AnyUser, State, require
+from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.events_read import own_event
 from ticketry_api.orders import minor_to_decimal, request_designs
@@ -33,6 +33,10 @@ from ticketry_api.store.ledger_core import Head
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/events", tags=["events"])
 Organizer = Annotated[Principal, Depends(require("organizer"))]
+# Reads count against the caller's ``reads`` limit (429 over it).
+OrganizerReader = Annotated[Principal, Depends(rate_limited("reads", "organizer"))]
+Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer", "staff"))]
+DoorReader = Annotated[Principal, Depends(rate_limited("reads", "organizer", "staff"))]
 Limit = Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)]
 Cursor = Annotated[str | None, Query(max_length=200)]
 
@@ -91,26 +95,26 @@ async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
     return event_out(event, Head())
 
 
-@router.get("", response_model=Page[EventOut], responses=problems(401, 403, 422))
+@router.get("", response_model=Page[EventOut], responses=problems(401, 403, 422, 429))
 async def list_events(
-    who: Organizer, state: State, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
+    who: OrganizerReader, state: State, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
 ) -> Page[EventOut]:
     """The caller's own events (admin: all), oldest first."""
     events, nxt = await state.db.events.of_organizer(None if who.is_admin else who.sub, cursor, limit)
     return Page(items=[event_out(e, await state.db.ledger.sold(e.id)) for e in events], next=nxt)
 
 
-@router.get("/{event_id}", response_model=EventOut, responses=problems(401, 404, 422))
-async def get_event(event_id: str, _: AnyUser, state: State) -> EventOut:
+@router.get("/{event_id}", response_model=EventOut, responses=problems(401, 404, 422, 429))
+async def get_event(event_id: str, _: Reader, state: State) -> EventOut:
     event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
     return event_out(event, await state.db.ledger.sold(event.id))
 
 
-@router.get("/{event_id}/orders", response_model=Page[OrderSummary], responses=problems(401, 403, 404, 422))
+@router.get("/{event_id}/orders", response_model=Page[OrderSummary], responses=problems(401, 403, 404, 422, 429))
 async def event_orders(
-    event_id: str, who: Organizer, state: State, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
+    event_id: str, who: OrganizerReader, state: State, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
 ) -> Page[OrderSummary]:
     """The orders of an event the caller organises, oldest id first."""
     event = await own_event(state.db, event_id, who)
@@ -131,10 +135,10 @@ async def create_checkin_list(event_id: str, body: CheckinListIn, who: Organizer
     return CheckinListOut(id=lst.id, event_id=lst.event_id, name=lst.name, tiers=lst.tiers)
 
 
-@router.get("/{event_id}/checkin-lists", response_model=Page[CheckinListOut], responses=problems(401, 403, 404, 422))
-async def checkin_lists(
-    event_id: str, who: Annotated[Principal, Depends(require("organizer", "staff"))], state: State
-) -> Page[CheckinListOut]:
+@router.get(
+    "/{event_id}/checkin-lists", response_model=Page[CheckinListOut], responses=problems(401, 403, 404, 422, 429)
+)
+async def checkin_lists(event_id: str, who: DoorReader, state: State) -> Page[CheckinListOut]:
     """An event's check-in lists: for its organiser, and for staff who may scan for it."""
     event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None or (who.role == "organizer" and event.organizer_id != who.sub):

@@ -17,12 +17,13 @@ from ticketry.documents import Event, utcnow
 from ticketry.ids import is_valid_id
 
 from ticketry_api import checkins, door_tickets
-from ticketry_api.deps import AppState, State, rate_limited, require
+from ticketry_api.deps import AppState, State, rate_limited
 from ticketry_api.errors import Problem, problems
 from ticketry_api.schemas import CheckinListOut
 
 router = APIRouter(tags=["checkins"])
-Door = Annotated[Principal, Depends(require("staff", "organizer"))]
+# Every read here counts against the caller's ``reads`` limit (429 over it).
+Door = Annotated[Principal, Depends(rate_limited("reads", "staff", "organizer"))]
 
 
 async def _door_event(state: AppState, event_id: str, who: Principal) -> Event:
@@ -35,7 +36,7 @@ async def _door_event(state: AppState, event_id: str, who: Principal) -> Event:
     return event
 
 
-@router.get("/v1/checkin-lists/{list_id}", response_model=CheckinListOut, responses=problems(401, 403, 404, 422))
+@router.get("/v1/checkin-lists/{list_id}", response_model=CheckinListOut, responses=problems(401, 403, 404, 422, 429))
 async def checkin_list(list_id: str, who: Door, state: State) -> CheckinListOut:
     """One check-in list: its event and the tiers it admits (all when empty)."""
     lst = await checkins.list_for(state.db, list_id, who)
@@ -51,7 +52,9 @@ class RevocationsOut(BaseModel):
     as_of: datetime
 
 
-@router.get("/v1/events/{event_id}/revocations", response_model=RevocationsOut, responses=problems(401, 403, 404, 422))
+@router.get(
+    "/v1/events/{event_id}/revocations", response_model=RevocationsOut, responses=problems(401, 403, 404, 422, 429)
+)
 async def revocations(event_id: str, who: Door, state: State) -> RevocationsOut:
     """The event's cancelled orders, for scanners that judge codes offline; up
     to ten seconds old."""
@@ -95,7 +98,7 @@ class DoorTicketsOut(BaseModel):
 )
 async def checkin_list_tickets(
     list_id: str,
-    who: Annotated[Principal, Depends(rate_limited("reads", "staff", "organizer"))],
+    who: Door,
     state: State,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=door_tickets.MAX_LIMIT)] = door_tickets.DEFAULT_LIMIT,
