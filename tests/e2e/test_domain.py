@@ -7,20 +7,23 @@ from __future__ import annotations
 import asyncio
 import io
 import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pypdf
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from ticketry import streams
 from ticketry.auth import issue_token
 from ticketry.documents import utcnow
 from ticketry.ids import new_id, ticket_ids
 from ticketry.settings import DEV_JWT_SECRET
-from ticketry_devstack.procs import Stack
+from ticketry_devstack.procs import Stack, free_port, wait_port
 
 from tests.chaos.support import db_of, mongo_of, order_events, redis_of
-from tests.conftest import TokenFactory
+from tests.conftest import TokenFactory, make_stack
 from tests.helpers import bearer, checkin_list, codes_of, create_event, place_order, scan, wait_rendered
 
 pytestmark = pytest.mark.e2e
@@ -29,6 +32,7 @@ TIERS = [
     {"id": "standard", "name": "Standard", "price": "25.00"},
     {"id": "vip", "name": "VIP Lounge", "price": "90.00", "lane": "vip", "capacity": 5, "max_per_buyer": 4},
 ]
+BIG = streams.SMALL_ORDER_MAX + 5  # an order too big for the vip lane's small orders
 
 
 async def test_tiers_sell_at_their_own_price_lane_and_capacity(
@@ -49,8 +53,13 @@ async def test_tiers_sell_at_their_own_price_lane_and_capacity(
     for extra in ({"price": "0.00"}, {"lane": "vip"}, {"unit_price": "1.00"}):
         assert (await place_order(api, buyer, event["id"], 1, **extra)).status_code == 422
     assert (await place_order(api, buyer, event["id"], 1, tier="balcony")).status_code == 422
-    # And a big VIP order rides the vip lane, a big standard one the standard lane
-    big_vip = (await place_order(api, token("dom-buyer-1b", "buyer"), event["id"], 3, tier="vip")).json()
+    # And a VIP order too big to ride the vip lane as a small order rides it for its
+    # tier, while a big standard order rides the standard lane
+    assert (await place_order(api, token("dom-buyer-1b", "buyer"), event["id"], 3, tier="vip")).status_code == 202
+    roomy_tiers = [TIERS[0], {**TIERS[1], "capacity": 40, "max_per_buyer": None}]
+    roomy = await create_event(api, org, capacity=100, tiers=roomy_tiers)
+    big_vip = (await place_order(api, token("dom-buyer-1d", "buyer"), roomy["id"], BIG, tier="vip")).json()
+    assert big_vip["quantity"] == BIG > streams.SMALL_ORDER_MAX, big_vip
     big_std = (await place_order(api, buyer, event["id"], 30)).json()
     redis = redis_of(stack)
     try:
@@ -203,9 +212,48 @@ async def test_idempotency_keys_of_two_buyers_never_meet(api: httpx.AsyncClient,
     assert (await api.get(f"/v1/orders/{a.json()['id']}", headers=bearer(alice_x))).status_code == 404
 
 
+@pytest.fixture
+def metered_stack(tmp_path: Path) -> Iterator[tuple[Stack, list[int]]]:
+    """A stack of its own whose two renderers serve their own ``/metrics``: what
+    they skipped and rendered, with no other test's orders in the counts."""
+    stack = make_stack(tmp_path / "stack", renderers=0)
+    try:
+        ports = [free_port() for _ in range(2)]
+        for port in ports:
+            stack.start_renderer({"TICKETRY_METRICS_PORT": str(port)})
+        stack.wait_renderers(len(ports))
+        for port, proc in zip(ports, stack.renderers, strict=True):
+            wait_port(port, 60, proc.popen)
+        yield stack, ports
+    finally:
+        stack.stop()
+
+
+async def renderer_counts(ports: list[int]) -> dict[str, float]:
+    """Every renderer's ``ticketry_*`` samples summed, by sample name."""
+    out: dict[str, float] = {}
+    async with httpx.AsyncClient(timeout=30) as client:
+        for port in ports:
+            r = await client.get(f"http://127.0.0.1:{port}/metrics")
+            assert r.status_code == 200, r.text
+            for family in text_string_to_metric_families(r.text):
+                for sample in family.samples:
+                    if sample.name.startswith("ticketry_"):
+                        out[sample.name] = out.get(sample.name, 0.0) + sample.value
+    return out
+
+
+@pytest.fixture
+async def metered_api(metered_stack: tuple[Stack, list[int]]) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=metered_stack[0].api_url, timeout=60) as client:
+        yield client
+
+
+@pytest.mark.timeout(900)
 async def test_an_immediate_cancel_of_a_big_order_renders_almost_nothing(
-    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+    metered_stack: tuple[Stack, list[int]], metered_api: httpx.AsyncClient, token: TokenFactory
 ) -> None:
+    (stack, ports), api = metered_stack, metered_api
     # Given a 10,000-ticket order
     org, buyer = token("dom-org-8", "organizer"), token("dom-buyer-8", "buyer")
     event = await create_event(api, org, capacity=10_000)
@@ -224,7 +272,7 @@ async def test_an_immediate_cancel_of_a_big_order_renders_almost_nothing(
             group = next(g for g in info if g["name"] == streams.RENDERERS_GROUP.encode())
             return int(group["pending"]) == 0 and int(group.get("lag") or 0) == 0
 
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 600
         while not await drained():
             assert time.monotonic() < deadline, "the cancelled order's requests were never consumed"
             await asyncio.sleep(0.2)
@@ -233,9 +281,20 @@ async def test_an_immediate_cancel_of_a_big_order_renders_almost_nothing(
         await redis.aclose()
     types = [f["type"] for _, f in events]
     assert types[-1] == "order.cancelled" and types.count("order.cancelled") == 1
-    rendered_n = types.count("ticket.rendered")
-    print(f"\nCANCEL at once: {rendered_n} of 10,000 tickets rendered")
-    assert rendered_n < 1000 and "order.completed" not in types
+    assert "order.completed" not in types
+    # And the renderers skipped its requests instead of rendering them (the emit script
+    # announces no ticket of a cancelled order, so the events alone cannot tell), and
+    # what they did render left (almost) no PDF behind
+    counts = await renderer_counts(ports)
+    skipped, renders = counts["ticketry_renderer_skipped_total"], counts["ticketry_renderer_rendered_total"]
+    order_dir = Path(stack.env["TICKETRY_STORAGE_DIR"]) / order["id"]
+    stored = len(list(order_dir.glob("*.pdf"))) if order_dir.exists() else 0
+    print(
+        f"\nCANCEL at once: {int(renders)} of 10,000 tickets rendered, {int(skipped)} skipped, "
+        f"{stored} PDFs left in storage; {types.count('ticket.rendered')} announced"
+    )
+    assert renders < 1000 and skipped + renders >= 10_000, counts
+    assert stored <= renders and types.count("ticket.rendered") <= renders
     # And its tickets are cancelled, page by page, each exactly once, and no PDF is served
     seen: list[str] = []
     cursor = None
@@ -341,6 +400,40 @@ async def test_an_event_from_before_tiers_sells_one_standard_tier_in_utc(
     assert order.status_code == 202 and order.json()["unit_price"] == "15.00", order.text
     assert (await place_order(api, buyer, event_id, 1, tier="vip")).status_code == 422
     await codes_of(api, order.json(), buyer)
+
+
+async def test_an_order_from_before_tiers_reads_at_its_events_price(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    # Given an event and a VIP order stored as they were before tiers: the order has
+    # no unit price, and its "vip" was a lane, not one of the event's tiers
+    org, buyer = token("dom-org-13", "organizer"), token("dom-buyer-13", "buyer")
+    event_id, order_id = new_id("ev"), new_id("or")
+    mongo = mongo_of(stack)
+    try:
+        db = db_of(mongo)
+        await db.events.insert_one({
+            "_id": event_id, "name": "Old Gala", "venue": "Old Hall", "starts_at": utcnow(), "capacity": 10,
+            "price_minor": 4250, "currency": "EUR", "organizer_id": "dom-org-13", "created_at": utcnow(),
+        })  # fmt: skip
+        await db.orders.insert_one({
+            "_id": order_id, "owner_id": "dom-buyer-13", "event_id": event_id, "quantity": 2, "tier": "vip",
+            "holder_name": "Ada Lovelace", "status": "processing", "ticket_ids": ticket_ids(order_id, 2),
+            "idem": f"auto:{order_id}", "request_hash": "0" * 64, "created_at": utcnow(),
+        })  # fmt: skip
+    finally:
+        await mongo.close()
+    # When its buyer and its organiser read it
+    r = await api.get(f"/v1/orders/{order_id}", headers=bearer(buyer))
+    # Then it reads as sold at its event's price, in its tier, with its tickets
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert (got["tier"], got["unit_price"], got["currency"], got["total"]) == ("vip", "42.50", "EUR", 2), got
+    assert [t["id"] for t in got["tickets"]] == ticket_ids(order_id, 2)
+    mine = (await api.get("/v1/orders", params={"event_id": event_id}, headers=bearer(buyer))).json()["items"]
+    assert [(o["id"], o["unit_price"]) for o in mine] == [(order_id, "42.50")]
+    listed = (await api.get(f"/v1/events/{event_id}/orders", headers=bearer(org))).json()["items"]
+    assert [(o["id"], o["unit_price"]) for o in listed] == [(order_id, "42.50")]
 
 
 async def test_each_ticket_prints_its_holder_in_venue_time(api: httpx.AsyncClient, token: TokenFactory) -> None:
