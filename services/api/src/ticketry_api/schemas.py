@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 import zoneinfo
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from functools import cache
 from typing import Annotated, Generic, Literal, TypeVar
@@ -58,9 +58,23 @@ def _iana_zone(value: str) -> str:
     return value
 
 
+# The instants an event may name (from EARLIEST, before LATEST). Any real date
+# fits, and each has a UTC and a venue-local form: a zone is less than a day off
+# UTC, and datetime holds nothing before year 1 or after 9999.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+_OUT_OF_RANGE = "must be from 1970-01-01T00:00:00Z and before 9000-01-01T00:00:00Z"
+
+
 def _aware(value: datetime) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("needs a UTC offset (ISO 8601, e.g. 2027-06-01T20:00:00+02:00)")
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 with an offset that leaves datetime's range
+        raise ValueError(_OUT_OF_RANGE) from None
+    if not EARLIEST <= utc < LATEST:
+        raise ValueError(_OUT_OF_RANGE)
     return value
 
 
