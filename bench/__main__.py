@@ -7,7 +7,11 @@ under a temporary directory, prints ``figure | value | target/baseline | ratio``
 and writes ``bench/results/bench-<time>.json``. Medians over ``--runs`` (3;
 ``--quick`` = 1 run and smaller baseline samples, no scaler curve). Last, the
 scaler curve of issue 4 (``bench/scaler_curve.py``, its own stack, ~3.5 min),
-then the bursts of issue 16 (``bench/burst.py``, its own stack, ~15 min).
+then the bursts of issue 16 (``bench/burst.py``, its own stack, ~15 min), the
+on-sale rush of issue 20 (``bench/rush.py``) and its crowd of 5,000 progress
+sockets (``bench/crowd.py``), each on its own stack. The rush and the crowd
+add a verdict row each; a scenario that fails or misses its verdict is named
+at the end.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 
 from ticketry_devstack.procs import start_stack
 
-from bench import baselines, burst, rush, scaler_curve, scenarios
+from bench import baselines, burst, crowd, rush, scaler_curve, scenarios
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -60,6 +64,7 @@ class Measured:
     curve: dict[str, Any] | None = None
     burst_rows: list[Row] = field(default_factory=list)
     rush_rows: list[Row] = field(default_factory=list)
+    crowd_rows: list[Row] = field(default_factory=list)
 
 
 def main() -> int:
@@ -93,6 +98,8 @@ def _parse_args() -> argparse.Namespace:
     ap.add_argument("--no-scaler-curve", action="store_true")
     ap.add_argument("--no-burst", action="store_true", help="skip bench/burst.py (issue 16, ~15 min)")
     ap.add_argument("--no-rush", action="store_true", help="skip bench/rush.py (issue 20, ~4 min)")
+    ap.add_argument("--no-crowd", action="store_true", help="skip bench/crowd.py's 5,000 sockets at once (issue 20)")
+    ap.add_argument("--crowd", type=int, default=5000, help="progress sockets opened at once")
     ap.add_argument("--post-seconds", type=float, default=10.0)
     return ap.parse_args()
 
@@ -156,7 +163,7 @@ def _on_bench_stack(args: argparse.Namespace, runs: int, workers: int, m: Measur
 
 
 def _on_own_stacks(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -> None:
-    """The scaler curve, the bursts and the rush: each starts a stack of its own."""
+    """The scaler curve, the bursts, the rush and the crowd: each starts a stack of its own."""
     if not (args.quick or args.no_scaler_curve):
         print("scaler curve: 3,000-ticket order, min 1, max 4 …", flush=True)
         try:
@@ -175,8 +182,19 @@ def _on_own_stacks(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -
         try:
             got = rush.run()
             out["rush"], m.rush_rows = got["summary"], got["table"]
+            if not got["ok"]:
+                out.setdefault("errors", []).append("rush: verdict not met (its verdict rows say why)")
         except Exception as exc:
             out.setdefault("errors", []).append(f"rush: {type(exc).__name__}: {exc}"[:300])
+    if not (args.quick or args.no_crowd):
+        print(f"the on-sale crowd: {args.crowd:,} progress sockets at once, then their completions (bench/crowd.py) …")
+        try:
+            got = crowd.run(sockets=args.crowd)
+            out["crowd"], m.crowd_rows = got["summary"], got["table"]
+            if not got["ok"]:
+                out.setdefault("errors", []).append("crowd: verdict not met (its verdict row says why)")
+        except Exception as exc:
+            out.setdefault("errors", []).append(f"crowd: {type(exc).__name__}: {exc}"[:300])
 
 
 def _rows(m: Measured) -> list[Row]:
@@ -227,6 +245,7 @@ def _rows(m: Measured) -> list[Row]:
         ]),
         *m.burst_rows,
         *m.rush_rows,
+        *m.crowd_rows,
     ]  # fmt: skip
 
 
