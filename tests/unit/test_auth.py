@@ -194,7 +194,7 @@ def test_short_hs_secrets_are_refused(algorithm: str, length: int, ok: bool) -> 
 
 def test_a_short_secret_stops_the_api_at_start() -> None:
     proc = _settings_process({"TICKETRY_JWT_SECRET": "too-short"})
-    assert proc.returncode != 0 and "RFC 7518" in proc.stderr
+    assert "RFC 7518" in _stop_reason(proc)
     assert "too-short" not in proc.stderr  # the value itself is never printed
 
 
@@ -216,7 +216,7 @@ def test_the_dev_secret_set_by_hand_is_refused_outside_dev_mode() -> None:
     with pytest.raises(ConfigurationError, match="public dev secret"):
         ApiSettings(dev_mode=False, jwt_secret=DEV_JWT_SECRET)
     proc = _settings_process({"TICKETRY_DEV_MODE": "1", "TICKETRY_API_HOST": "0.0.0.0"})  # noqa: S104
-    assert proc.returncode != 0 and "loopback" in proc.stderr
+    assert "loopback" in _stop_reason(proc)
 
 
 def test_an_api_serving_beyond_loopback_needs_public_urls() -> None:
@@ -258,18 +258,27 @@ def test_issuer_and_audience_are_checked_when_configured() -> None:
 
 
 def _settings_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``ApiSettings()`` in a fresh process with only ``env`` of TICKETRY_*."""
+    """The api's entry point in a fresh process with only ``env`` of TICKETRY_*
+    (each caller's settings are refused, so it stops before serving)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("TICKETRY_")}
-    code = "from ticketry_api.config import ApiSettings; ApiSettings()"
+    code = "from ticketry_api.main import run; run()"
     return subprocess.run(
         [sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, timeout=60, check=False
     )
 
 
+def _stop_reason(proc: subprocess.CompletedProcess[str]) -> str:
+    """Why the process stopped: the ``msg`` of its one ``critical`` log line
+    (every line it printed is a JSON object)."""
+    assert proc.returncode != 0, proc.stderr[-2000:]
+    lines = [json.loads(raw) for raw in proc.stderr.splitlines()]
+    (stop,) = [ln for ln in lines if ln["level"] == "critical"]
+    return str(stop["msg"])
+
+
 def test_api_process_refuses_to_start_without_secret() -> None:
     proc = _settings_process({})
-    assert proc.returncode != 0
-    assert "TICKETRY_JWT_SECRET is required" in proc.stderr
+    assert "TICKETRY_JWT_SECRET is required" in _stop_reason(proc)
 
 
 # -- TICKETRY_JWT_JWKS_URL, served by a real HTTP server on loopback ----------

@@ -1,7 +1,9 @@
 """Structured logs: one JSON object per line, from every logger, with
 credentials redacted from every record.
 
-Every service calls :func:`setup_logging`. It
+Every service calls :func:`setup_logging` first thing, before it reads its
+settings (it needs only ``TICKETRY_LOG_LEVEL`` and ``TICKETRY_LOG_FORMAT``), so
+even a refused start is told in JSON lines. It
 
 * routes the root logger to stderr as JSON lines (``TICKETRY_LOG_FORMAT=console``
   gives one readable text line instead, for people at a terminal); each line has
@@ -15,6 +17,13 @@ Every service calls :func:`setup_logging`. It
   go and their records reach ours, so no other format is interleaved;
 * turns third-party chatter down to WARNING (WeasyPrint, fontTools, FastStream:
   dozens of INFO lines per design build or per batch);
+* routes what Python itself prints to stderr through the same handler: warnings
+  (``logging.captureWarnings``, logger ``py.warnings``), an uncaught exception
+  (``sys.excepthook``: one ``critical`` line whose ``msg`` says why the process
+  stopped, say a setting refused at start), one in a thread
+  (``threading.excepthook``) and one Python could not raise
+  (``sys.unraisablehook``). Only hooks still at Python's default are replaced:
+  one a test runner or debugger installed stays;
 * makes sure no bearer token reaches a log line, from whichever logger: uvicorn
   logs each WebSocket handshake with its path and query
   (``"WebSocket /v1/orders/…/progress?token=eyJ…" [accepted]``), and an
@@ -32,12 +41,15 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from types import TracebackType
 from typing import Any, Literal
 
 import orjson
 from opentelemetry import trace
+from pydantic import ValidationError
 
 _RESERVED = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
 
@@ -262,18 +274,85 @@ def adopt_library_loggers() -> None:
                 h.addFilter(RedactingFilter())
 
 
-def setup_logging(service: str, level: str = "INFO", fmt: LogFormat | None = None) -> None:
-    """Route every logger to stderr in one format (JSON lines unless ``fmt`` or
-    ``TICKETRY_LOG_FORMAT`` says ``console``), with credentials redacted and
-    third-party chatter at WARNING (see the module docstring)."""
-    chosen = fmt or os.environ.get("TICKETRY_LOG_FORMAT", "json").strip().lower()
+def _reason(exc: BaseException) -> str:
+    """Why the process stopped, in one line: each field's message of a settings
+    error (pydantic's ``ValidationError``, without the input: it may be a
+    secret), else ``Type: first line of the message``."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            (".".join(map(str, e["loc"])) + ": " if e["loc"] else "") + e["msg"]
+            for e in exc.errors(include_input=False, include_url=False)
+        )
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+_HOOK_LOG = logging.getLogger("ticketry.uncaught")
+
+
+def _uncaught(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    if issubclass(exc_type, KeyboardInterrupt):  # Ctrl-C: Python's one quiet line
+        sys.__excepthook__(exc_type, exc, tb)
+        return
+    _HOOK_LOG.critical("stopped: %s", _reason(exc), exc_info=(exc_type, exc, tb))
+
+
+def _uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:  # as threading's own hook: a thread's exit is no error
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    exc = args.exc_value if args.exc_value is not None else args.exc_type()
+    _HOOK_LOG.error("thread %s stopped: %s", name, _reason(exc), exc_info=(args.exc_type, exc, args.exc_traceback))
+
+
+def _unraisable(args: sys.UnraisableHookArgs) -> None:
+    exc = args.exc_value if args.exc_value is not None else args.exc_type()
+    try:
+        what = repr(args.object)[:200]
+    except Exception:  # a broken __repr__ must not break the hook
+        what = type(args.object).__name__
+    _HOOK_LOG.warning(
+        "%s %s: %s",
+        args.err_msg or "Exception ignored in",
+        what,
+        _reason(exc),
+        exc_info=(args.exc_type, exc, args.exc_traceback),
+    )
+
+
+def _route_python_output() -> None:
+    """Warnings and uncaught exceptions to the logs (see the module docstring)."""
+    logging.captureWarnings(True)
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = _uncaught
+    if threading.excepthook is threading.__excepthook__:
+        threading.excepthook = _uncaught_in_thread
+    if sys.unraisablehook is sys.__unraisablehook__:
+        sys.unraisablehook = _unraisable
+
+
+def setup_logging(service: str, level: str | None = None, fmt: LogFormat | None = None) -> None:
+    """Route every logger, warnings and uncaught exceptions to stderr in one
+    format (JSON lines unless ``fmt`` or ``TICKETRY_LOG_FORMAT`` says
+    ``console``), at ``level`` (default: ``TICKETRY_LOG_LEVEL``, else INFO),
+    with credentials redacted and third-party chatter at WARNING (see the
+    module docstring). Reads nothing but those two variables, so a service
+    calls it before its settings; a level that is no level stops the start
+    (after the handler is in place, so that too is one JSON line)."""
+    chosen = (fmt or os.environ.get("TICKETRY_LOG_FORMAT") or "json").strip().lower()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(ConsoleFormatter(service) if chosen == "console" else JsonFormatter(service))
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
     _install_record_factory()
+    _route_python_output()
+    wanted = (level or os.environ.get("TICKETRY_LOG_LEVEL") or "INFO").strip().upper()
+    if not isinstance(logging.getLevelName(wanted), int):
+        raise ValueError(f"TICKETRY_LOG_LEVEL={wanted!r} is no log level (DEBUG, INFO, WARNING, ERROR, CRITICAL)")
+    root.setLevel(wanted)
+    if chosen not in ("json", "console"):
+        logging.getLogger(__name__).warning("unknown TICKETRY_LOG_FORMAT %r: JSON lines", chosen)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     adopt_library_loggers()

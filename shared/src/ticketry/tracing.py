@@ -1,10 +1,19 @@
 """OpenTelemetry traces that follow one ticket across the services.
 
-Off unless configured, and then free: without a provider the API's tracer is a
-no-op. ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``;
-the exporter reads the standard ``OTEL_*`` variables) sends spans over
-OTLP/HTTP; ``TICKETRY_TRACE_FILE`` appends them to a file as JSON lines (the
-tests read it; handy without a collector).
+Every unit of work has a trace context, exported or not: each HTTP request of
+the api (FastAPI opens a server span per request once a provider is set,
+continuing an incoming ``traceparent`` or starting a new trace) and each
+ticket a renderer renders, so every log line about them carries ``trace_id``
+(``ticketry.telemetry``). With no exporter configured, spans only get their
+ids: the sampler records nothing of a trace no caller sampled (a few
+microseconds a span) and nothing is exported; a caller's sampled flag is
+passed on unchanged.
+
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``;
+the exporter reads the standard ``OTEL_*`` variables, ``OTEL_TRACES_SAMPLER``
+too) sends spans over OTLP/HTTP; ``TICKETRY_TRACE_FILE`` appends them to a
+file as JSON lines (the tests read it; handy without a collector). Configure
+an exporter on every service: one without passes its traces on unsampled.
 
 The context travels with the work, as a W3C ``traceparent``: the api's
 ``order.place`` span is the parent of each render request it appends, the
@@ -26,6 +35,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -62,12 +72,15 @@ def _as_dict(span: ReadableSpan) -> dict[str, object]:
     }
 
 
-def setup_tracing(service: str, trace_file: Path | None = None) -> bool:
-    """Install a tracer provider if an exporter is configured; True if tracing is on."""
+def tracer_provider(service: str, trace_file: Path | None = None) -> TracerProvider:
+    """The provider for ``service``: exporting to OTLP (when an ``OTEL_*``
+    endpoint is set) and/or ``trace_file``, or, with neither, one that gives
+    spans their ids and records only what a caller sampled (and exports nothing)."""
+    resource = Resource.create({"service.name": f"ticketry-{service}"})
     otlp = any(os.environ.get(v) for v in _OTLP_VARS)
     if not (otlp or trace_file):
-        return False
-    provider = TracerProvider(resource=Resource.create({"service.name": f"ticketry-{service}"}))
+        return TracerProvider(resource=resource, sampler=ParentBased(ALWAYS_OFF))
+    provider = TracerProvider(resource=resource)
     if otlp:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -75,8 +88,14 @@ def setup_tracing(service: str, trace_file: Path | None = None) -> bool:
     if trace_file:
         trace_file.parent.mkdir(parents=True, exist_ok=True)
         provider.add_span_processor(BatchSpanProcessor(JsonLinesExporter(trace_file)))
+    return provider
+
+
+def setup_tracing(service: str, trace_file: Path | None = None) -> bool:
+    """Install :func:`tracer_provider` as the process's; True if spans are exported."""
+    provider = tracer_provider(service, trace_file)
     trace.set_tracer_provider(provider)
-    return True
+    return bool(trace_file) or any(os.environ.get(v) for v in _OTLP_VARS)
 
 
 def tracer(name: str) -> trace.Tracer:
@@ -84,7 +103,7 @@ def tracer(name: str) -> trace.Tracer:
 
 
 def current_traceparent() -> str:
-    """The current span as a W3C ``traceparent`` ("" when nothing is traced)."""
+    """The current span as a W3C ``traceparent`` ("" outside any span)."""
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
     return carrier.get("traceparent", "")

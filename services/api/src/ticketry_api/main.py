@@ -123,8 +123,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
 
 def run() -> None:
+    setup_logging("api")  # first: a refused setting is logged as JSON too
     settings = ApiSettings()
-    setup_logging("api", settings.log_level)
     setup_tracing("api", settings.trace_file)
     uvicorn.run(
         create_app(settings),

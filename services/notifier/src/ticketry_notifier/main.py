@@ -136,8 +136,8 @@ def raise_open_files_limit() -> int:
 
 
 def run() -> None:
+    setup_logging("notifier")  # first: a refused setting is logged as JSON too
     settings = NotifierSettings()
-    setup_logging("notifier", settings.log_level)
     setup_tracing("notifier", settings.trace_file)
     files = raise_open_files_limit()
     # Past the open-files limit, accept() fails and uvicorn drops connections

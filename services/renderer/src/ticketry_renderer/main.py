@@ -195,8 +195,8 @@ def run() -> None:
     "Connection closed by server." right after a SIGTERM), and the restart
     then swallowed the SIGTERM. The work in hand is finished by a worker of
     its own instead, and the process exits."""
+    setup_logging("renderer")  # first: a refused setting is logged as JSON too
     settings = RendererSettings()
-    setup_logging("renderer", settings.log_level)
     setup_tracing("renderer", settings.trace_file)
     consumer = settings.renderer_name or default_consumer()
     import uvloop

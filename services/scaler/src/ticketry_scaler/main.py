@@ -122,8 +122,8 @@ async def _main(settings: ScalerSettings) -> None:
 
 def run() -> None:
     """Console-script entry point; exits 0 after a clean drain on SIGTERM/SIGINT."""
+    setup_logging("scaler")  # first: a refused setting is logged as JSON too
     settings = ScalerSettings()
-    setup_logging("scaler", settings.log_level)
     server = None
     # Before the backend exists: the renderers it starts inherit the directory.
     renderers: Path | None = metrics.renderers_dir() if settings.scaler_backend == "local" else None
