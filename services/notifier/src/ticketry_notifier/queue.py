@@ -20,9 +20,13 @@ publishes one entry too (the same values, ``paused`` and ``closed``). Each notif
 sockets for (:class:`RoomWatch`, XREAD without a group) and each socket works
 out its own position: ``rank - admitted + 1``, where its rank in the line is
 fixed once drawn (read once, for every socket of the room in one pipeline).
-Updates carry absolute values, so a missed entry costs nothing but a tick.
-A socket keeps only the newest message it has not sent yet: a slow client
-skips positions, never falls behind.
+Updates carry absolute values, but a close, the permissions and the last
+sold-out word come once: the watch reads on from the stream's newest entry as
+it was before any of its sockets read its first state (:meth:`RoomWatch.begin`),
+so no entry after a socket's first state is skipped, and a failed step (the
+read, or the reads of a dispatch) is retried from the same entry. A socket
+applies no entry older than what it has shown. A socket keeps only the newest
+message it has not sent yet: a slow client skips positions, never falls behind.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ticketry.auth import QUEUE_SCOPE, AuthError, verify_bearer_or_link
 from ticketry.ids import is_valid_id
 from ticketry.replies import as_text
 from ticketry.retry import Retrying
+from ticketry.streams import StreamKey
 
 from ticketry_notifier import handshake
 from ticketry_notifier.handshake import Close
@@ -71,6 +76,7 @@ class Update:
     permits: dict[str, list[Any]]
     paused: bool = False
     closed: bool = False
+    upto: StreamKey = (0, 0)  # the newest update entry it reflects
 
     @classmethod
     def from_fields(cls, f: dict[bytes, bytes]) -> Update:
@@ -106,15 +112,16 @@ class QueueSocket:
         self.sold_out = False  # last told it was sold out (the socket stays: tickets may come back)
         self.final: Close | None = None
         self.seen = -1  # the highest admitted count applied: an older tick never moves a place back
+        self.upto: StreamKey = (0, 0)  # the newest update entry applied: an older one changes nothing
         self._latest: str | None = None
         self._sender: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
 
     def apply(self, u: Update, permit: tuple[str, int] | None = None, until_on_sale_s: float = 0.0) -> None:
         """The message ``u`` means for this place (if any), queued to send."""
-        if self.final is not None or u.admitted < self.seen:
+        if self.final is not None or u.admitted < self.seen or u.upto < self.upto:
             return
-        self.seen = u.admitted
+        self.seen, self.upto = u.admitted, u.upto
         if u.drawn and self.rank is not None and self.rank < u.admitted:
             if permit is None and (got := u.permits.get(self.buyer)) is not None:
                 permit = (str(got[0]), int(got[1]))
@@ -201,39 +208,64 @@ class RoomWatch:
         self.redis, self.event_id = redis, event_id
         self.sockets: set[QueueSocket] = set()
         self.task: asyncio.Task[None] | None = None
-        self.last_id = "$"
+        self.last_id: str | None = None  # the newest entry dispatched (None: not known yet)
+        self._begin = asyncio.Lock()
+
+    async def begin(self) -> str:
+        """Know where to read from: the stream's newest entry now. A socket
+        waits for this before it reads its first state, so every entry after
+        that state comes after this id and is dispatched to it (an XREAD from
+        ``$`` would skip one written before the watch's first read: a close,
+        say, heard by nobody). The id to read after."""
+        async with self._begin:
+            if self.last_id is None:
+                newest = await self.redis.xrevrange(streams.room_updates(self.event_id), count=1)
+                self.last_id = as_text(newest[0][0]) if newest else "0-0"
+            return self.last_id
 
     async def run(self) -> None:
         key = streams.room_updates(self.event_id)
         retry = Retrying("queue watch", log)
         while self.sockets:
+            entries: list[Any] = []
             try:
-                resp: Any = await self.redis.xread({key: self.last_id}, count=100, block=1000)
+                resp: Any = await self.redis.xread({key: await self.begin()}, count=100, block=1000)
+                entries = [e for _, got in resp or [] for e in got]
+                if entries:
+                    await self.dispatch(Update.from_fields(entries[-1][1]), entries)
             except RedisError as exc:
+                # The read or a dispatch's reads failed: wait, then read the
+                # same entries again (absolute values: a repeat sends nothing
+                # new). The watch never ends of it: its sockets would hear nothing more.
                 await retry.failed(exc)
                 continue
-            retry.ok()
-            for _, entries in resp or []:
+            except Exception as exc:
+                await retry.failed(exc)  # a bug: logged, and these entries are skipped rather than failed on forever
                 if entries:
                     self.last_id = as_text(entries[-1][0])
-                    await self.dispatch(Update.from_fields(entries[-1][1]), entries)
+                continue
+            retry.ok()
+            if entries:
+                self.last_id = as_text(entries[-1][0])
 
     async def dispatch(self, newest: Update, entries: list[Any]) -> None:
         """Apply the newest tick to every socket (the values are absolute; the
-        permissions of every entry in the read count, and a close in any)."""
+        permissions of every entry in the read count, and a close in any). A
+        socket that joins meanwhile is left out: its first state is newer."""
+        sockets = list(self.sockets)
         permits: dict[str, list[Any]] = {}
         for _, fields in entries:
             permits.update(orjson.loads(fields.get(_PERMITS, b"{}")))
         closed = any(fields.get(_CLOSED) == b"1" for _, fields in entries)
-        u = dataclasses.replace(newest, permits=permits, closed=closed)
+        u = dataclasses.replace(newest, permits=permits, closed=closed, upto=streams.stream_key(entries[-1][0]))
         if u.drawn:
-            await self.read_ranks([s for s in self.sockets if s.rank is None])
-        lacking = [s for s in self.sockets if s.needs_permit(u)]
+            await self.read_ranks([s for s in sockets if s.rank is None])
+        lacking = [s for s in sockets if s.needs_permit(u)]
         found: dict[QueueSocket, tuple[str, int] | None] = {}
         if lacking:
             got = await self.redis.hmget(streams.room_permits(self.event_id), [s.buyer for s in lacking])
             found = {s: _permit(v) for s, v in zip(lacking, got, strict=True)}
-        for s in list(self.sockets):
+        for s in sockets:
             s.apply(u, found.get(s))
 
     async def read_ranks(self, sockets: list[QueueSocket]) -> None:
@@ -262,11 +294,19 @@ class Rooms:
         self.redis = redis
         self.watches: dict[str, RoomWatch] = {}
 
-    def subscribe(self, s: QueueSocket) -> RoomWatch:
+    async def subscribe(self, s: QueueSocket) -> RoomWatch:
+        """Add ``s`` to its room's watch, once the watch knows where it reads
+        from (:meth:`RoomWatch.begin`): call it before reading the socket's
+        first state (:func:`send_first`)."""
         watch = self.watches.get(s.event_id)
         if watch is None:
             watch = self.watches[s.event_id] = RoomWatch(self.redis, s.event_id)
         watch.sockets.add(s)
+        try:
+            await watch.begin()
+        except BaseException:
+            self.unsubscribe(s)
+            raise
         if watch.task is None or watch.task.done():
             watch.task = asyncio.create_task(watch.run())
         return watch
@@ -323,10 +363,11 @@ async def _queue_progress(ws: WebSocket) -> None:
         await _close(ws, refused)
         return
     sock = QueueSocket(ws, queue_id, event_id, buyer)
-    rooms.subscribe(sock)
-    timer = expiry_timer(creds.token, app.verifier.leeway_s, sock.expire)
+    timer: asyncio.TimerHandle | None = None
     try:
-        await _send_first(rooms.redis, sock)
+        await rooms.subscribe(sock)
+        timer = expiry_timer(creds.token, app.verifier.leeway_s, sock.expire)
+        await send_first(rooms.redis, sock)
         await _until_closed(ws, sock)
     finally:
         if timer is not None:
@@ -343,11 +384,12 @@ async def _place_of(redis: Redis, queue_id: str) -> tuple[str, str]:
     return as_text(place.get(streams.QUEUE_EVENT.encode(), b"")), as_text(place.get(streams.QUEUE_BUYER.encode(), b""))
 
 
-async def _send_first(redis: Redis, sock: QueueSocket) -> None:
-    """The socket's first message: its room's state, its rank once drawn and
-    its permission, read in one pipeline with Redis's clock."""
+async def send_first(redis: Redis, sock: QueueSocket) -> None:
+    """The socket's first message: its room's state, its rank once drawn, its
+    permission and the newest update entry that state reflects, read in one
+    transaction with Redis's clock (after :meth:`Rooms.subscribe`)."""
     event_id, buyer = sock.event_id, sock.buyer
-    async with redis.pipeline(transaction=False) as pipe:
+    async with redis.pipeline(transaction=True) as pipe:
         pipe.hmget(
             streams.room_state(event_id),
             [
@@ -358,7 +400,8 @@ async def _send_first(redis: Redis, sock: QueueSocket) -> None:
         pipe.zrank(streams.room_line(event_id), buyer)
         pipe.hget(streams.room_permits(event_id), buyer)
         pipe.time()
-        st, rank, permit, now = await pipe.execute()
+        pipe.xrevrange(streams.room_updates(event_id), count=1)
+        st, rank, permit, now, newest = await pipe.execute()
     admitted, rate, at, sold_out, drawn, on_sale_ms, paused, closed = (as_text(v) if v is not None else "" for v in st)
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     u = Update(
@@ -366,7 +409,7 @@ async def _send_first(redis: Redis, sock: QueueSocket) -> None:
         # Drawn from on_sale_at by Redis's clock, as the join says, before any
         # admission tick did (none comes while the room is paused).
         drawn=drawn == "1" or (on_sale_ms != "" and now_ms >= int(on_sale_ms)), permits={}, paused=paused == "1",
-        closed=closed == "1",
+        closed=closed == "1", upto=streams.stream_key(newest[0][0]) if newest else (0, 0),
     )  # fmt: skip
     if u.drawn:
         sock.rank = None if rank is None else int(rank)
