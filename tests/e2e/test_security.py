@@ -12,6 +12,7 @@ import json
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,10 +22,15 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from pymongo import AsyncMongoClient
 from ticketry import streams
 from ticketry.auth import issue_token
-from ticketry.codes import InvalidCode, Keyring
-from ticketry.db import connect_redis
+from ticketry.codes import InvalidCode, Keyring, load_keyring
+from ticketry.db import connect_mongo, connect_redis
+from ticketry.documents import Event, Order
 from ticketry.events import decode_render_request
+from ticketry.ids import new_id, ticket_ids
 from ticketry.settings import DEV_JWT_SECRET
+from ticketry_api import orders
+from ticketry_api.errors import Problem
+from ticketry_api.store import Store
 from ticketry_api.store.reads import POINT_READS_UP_TO
 from ticketry_devstack.procs import Stack
 
@@ -35,6 +41,7 @@ from tests.helpers import (
     codes_of,
     create_event,
     decode_qr,
+    eventually,
     place_order,
     scan,
     wait_rendered,
@@ -442,6 +449,62 @@ async def test_the_events_organiser_and_admin_cancel(api: httpx.AsyncClient, tok
         got = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()
         assert got["status"] == "cancelled"
     assert (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()["sold"] == 0
+
+
+async def test_an_order_the_outbox_sweep_gives_up_no_longer_counts_against_its_buyer(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    # Given a tier of at most 4 tickets a buyer, of which the buyer holds 2 in a
+    # placed order and 2 in an order whose api crashed after counting it and
+    # taking its tickets (this test plays that api: the ledger entry, the
+    # outbox entry and the count); a user id with a space, as ids may have
+    org, buyer_id = token("org-held", "organizer"), "buyer held"
+    buyer = token(buyer_id, "buyer")
+    tiers = [{"id": "standard", "name": "Standard", "price": "10.00", "max_per_buyer": 4}]
+    event = await create_event(api, org, capacity=20, tiers=tiers)
+    assert (await place_order(api, buyer, event["id"], 2)).status_code == 202
+    mongo = await connect_mongo(stack.env["TICKETRY_MONGO_URL"], create_indexes=False)
+    redis = connect_redis(stack.env["TICKETRY_REDIS_URL"])
+    try:
+        ev = await Event.get(event["id"])
+        assert ev is not None
+        store = Store.create()
+        orphan = new_id("or")
+        assert await store.ledger.reserve(ev, orphan, "standard", 2)
+        member = streams.in_flight_member(orphan, ev.id, 2, "standard", buyer_id)
+        async with redis.pipeline(transaction=True) as pipe:
+            # Scored in the future: no sweep takes it before the buyer has met the limit
+            pipe.zadd(streams.ORDERS_IN_FLIGHT, {member: int(time.time() * 1000) + 3_600_000})
+            pipe.incrby(streams.held(ev.id, "standard", buyer_id), 2)
+            await pipe.execute()
+        refused = await place_order(api, buyer, ev.id, 1)
+        assert refused.status_code == 409 and "per buyer" in refused.json()["detail"], refused.text
+
+        # When the order is older than the outbox grace and the api's sweep has given it up
+        await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: int(time.time() * 1000) - 300_000}, xx=True)
+
+        async def swept() -> bool:
+            return await redis.zscore(streams.ORDERS_IN_FLIGHT, member) is None
+
+        await eventually(swept, "the outbox sweep gave the order up")
+        # ...and the stuck request, recording it only now, gives up too (503)
+        late = Order(
+            id=orphan, owner_id=buyer_id, event_id=ev.id, quantity=2, tier="standard", holder_name="Late Larry",
+            ticket_ids=ticket_ids(orphan, 2), idem=f"auto:{orphan}", request_hash="x",
+        )  # fmt: skip
+        keyring = load_keyring(Path(stack.env["TICKETRY_KEYS_DIR"]))
+        with pytest.raises(Problem) as gave_up:
+            await orders.record(redis, keyring, store, ev, late)
+        assert gave_up.value.status == 503
+
+        # Then its tickets are back, and its 2 are off the buyer's count once:
+        # the buyer may hold 2 more, and no more than that
+        assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 2
+        assert (await place_order(api, buyer, ev.id, 2)).status_code == 202
+        assert (await place_order(api, buyer, ev.id, 1)).status_code == 409
+    finally:
+        await redis.aclose()
+        await mongo.close()
 
 
 async def test_cancel_after_check_in_is_refused(api: httpx.AsyncClient, token: TokenFactory) -> None:

@@ -50,17 +50,19 @@ the ``PROGRESS_*`` constants)
     hold (``idempotency_scope``), so no two buyers' keys can ever meet.
 ``ticketry:held:{event}:{tier}:{user}`` (integer)
     Tickets a buyer holds in a tier with ``max_per_buyer``: counted up with the
-    order's outbox entry, down when the order is refused or cancelled. A crash
-    in between leaves it too high (the buyer is limited early, never late).
+    order's outbox entry, down when the order is refused, cancelled, or given
+    up by the outbox sweep (its api crashed before recording it).
     TTL ``HELD_TTL_S``, renewed by each order.
 ``ticketry:renderer:{consumer}`` (hash: pid, host, consumer, rate, busy, rendered, started; ``HEARTBEAT_*``)
     Renderer heartbeat; TTL ``HEARTBEAT_TTL_S`` so a dead renderer disappears.
     ``rate`` is capacity (tickets per busy second), ``busy`` the share of the last
     second spent rendering.
-``ticketry:orders:in-flight`` (sorted set: ``<order id> <event id> <quantity> <tier>``, score ms)
+``ticketry:orders:in-flight`` (sorted set: ``<order id> <event id> <quantity> <tier> <owner>``, score ms)
     The api's outbox. An order is added before its capacity is reserved and
     removed by the MULTI/EXEC that appends its render requests; what stays past
-    the grace is the outbox sweep's work (see ``ticketry_api.orders``).
+    the grace is the outbox sweep's work (see ``ticketry_api.orders``). Whoever
+    removes the member of an order that will not exist gives back its ``held``
+    count in the same script, so that happens once.
 ``ticketry:scaler:leader`` (string: holder + fencing token)
     Scaler leadership lock, TTL ``LEADER_TTL_S``.
 ``ticketry:scaler:fence`` (integer) — fencing token counter, no TTL.
@@ -203,16 +205,21 @@ def order_progress(order_id: str) -> str:
     return f"ticketry:order:{order_id}:progress"
 
 
-def in_flight_member(order_id: str, event_id: str, quantity: int, tier: str) -> str:
-    """An order's member of ``ORDERS_IN_FLIGHT`` (everything the sweep needs)."""
-    return f"{order_id} {event_id} {quantity} {tier}"
+def in_flight_member(order_id: str, event_id: str, quantity: int, tier: str, owner: str | None = None) -> str:
+    """An order's member of ``ORDERS_IN_FLIGHT`` (everything the sweep needs:
+    ``owner`` is whose ``held`` count it gives back). The owner comes last, as
+    the rest of the member: a user id may hold spaces."""
+    member = f"{order_id} {event_id} {quantity} {tier}"
+    return member if owner is None else f"{member} {owner}"
 
 
-def parse_in_flight_member(member: str) -> tuple[str, str, int, str]:
-    """``(order id, event id, quantity, tier)`` of an ``ORDERS_IN_FLIGHT``
-    member (members written before tiers have none: ``standard``)."""
-    order_id, event_id, quantity, *tier = member.split(" ")
-    return order_id, event_id, int(quantity), tier[0] if tier else "standard"
+def parse_in_flight_member(member: str) -> tuple[str, str, int, str, str | None]:
+    """``(order id, event id, quantity, tier, owner)`` of an ``ORDERS_IN_FLIGHT``
+    member (members written before tiers have no tier: ``standard``; before
+    owners, no owner: None)."""
+    order_id, event_id, quantity, *rest = member.split(" ", 4)
+    tier = rest[0] if rest else "standard"
+    return order_id, event_id, int(quantity), tier, rest[1] if len(rest) > 1 else None
 
 
 def order_done(order_id: str) -> str:

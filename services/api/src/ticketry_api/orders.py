@@ -33,6 +33,14 @@ sweep first inserts an ``abandoned`` tombstone under the order's id: the unique
 ``_id`` lets exactly one of the two inserts succeed. A request that loses to
 the tombstone gives its reservation back and answers 503, never 202.
 
+An order that will not exist also gives back what it counted in the buyer's
+``max_per_buyer`` count (``streams.held``; the entry names its owner). One
+script removes the entry and, only if it was still there, takes the order off
+the count: whoever removes it (the request giving up, a sweep) does, so the
+count goes down once however many of them try. The sweep removes it last, so
+a sweep that crashes before is followed by one that releases again (once-only
+by the ledger) and then gives the count back.
+
 Durability is Redis's (``appendfsync``): the in-flight entry is as durable as
 the render requests themselves.
 """
@@ -67,6 +75,17 @@ from ticketry_api.waitingroom import store as rooms
 log = logging.getLogger(__name__)
 SWEEP_BATCH = 500
 
+# KEYS: the in-flight set, and the buyer's held count when the tier has a
+# max_per_buyer; ARGV: the order's member, its quantity. The ZREM is the
+# once-only decision; a held count that expired is not brought back negative.
+_GIVE_BACK_LUA = """
+local removed = redis.call('ZREM', KEYS[1], ARGV[1])
+if removed == 1 and #KEYS > 1 and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('DECRBY', KEYS[2], ARGV[2])
+end
+return removed
+"""
+
 
 def request_hash(body: OrderIn) -> str:
     return hashlib.sha256(orjson.dumps(body.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).hexdigest()
@@ -89,7 +108,12 @@ def unit_price_of(order: Order, event: Event) -> Decimal:
 
 
 def member_of(order: Order) -> str:
-    return streams.in_flight_member(order.id, order.event_id, order.quantity, order.tier)
+    return streams.in_flight_member(order.id, order.event_id, order.quantity, order.tier, order.owner_id)
+
+
+def held_of(event_id: str, tier: Tier, owner: str | None) -> str | None:
+    """The held-count key an order of ``owner`` in ``tier`` counts in (None: no limit to count for)."""
+    return streams.held(event_id, tier.id, owner) if tier.max_per_buyer is not None and owner is not None else None
 
 
 async def place_order(
@@ -247,7 +271,7 @@ async def request_upcoming_designs(store: Store, redis: Redis, keyring: Keyring)
 async def _admit(redis: Redis, principal: Principal, order: Order, tier: Tier, rates: RateSettings) -> None:
     """Note the order in flight (step 1) and count it against the buyer's
     limits, in one MULTI; refuse it (429, 409) and take it all back when over."""
-    held = streams.held(order.event_id, tier.id, principal.sub)
+    held = streams.held(order.event_id, tier.id, order.owner_id)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.zadd(streams.ORDERS_IN_FLIGHT, {member_of(order): _now_ms()})
         scopes: list[ratelimit.Scope] = [sc for sc in ("orders", "tickets") if rates.limit(sc) > 0]
@@ -275,11 +299,16 @@ async def _admit(redis: Redis, principal: Principal, order: Order, tier: Tier, r
 
 async def _give_back(redis: Redis, order: Order, tier: Tier) -> None:
     """Undo :func:`_admit` for an order that will not exist."""
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.zrem(streams.ORDERS_IN_FLIGHT, member_of(order))
-        if tier.max_per_buyer is not None:
-            pipe.decrby(streams.held(order.event_id, tier.id, order.owner_id), order.quantity)
-        await pipe.execute()
+    await give_back(redis, member_of(order), held_of(order.event_id, tier, order.owner_id), order.quantity)
+
+
+async def give_back(redis: Redis, member: str, held: str | None, quantity: int) -> bool:
+    """Remove an in-flight ``member`` of an order that will not exist and, if
+    this call removed it, take its ``quantity`` off the buyer's ``held`` count:
+    of all who give the same order up (the request, sweeps), one does. True
+    for that one."""
+    keys = [streams.ORDERS_IN_FLIGHT, *([held] if held is not None else [])]
+    return bool(await redis.register_script(_GIVE_BACK_LUA)(keys, [member, quantity]))
 
 
 async def record(
@@ -363,21 +392,22 @@ async def sweep_outbox(redis: Redis, keyring: Keyring, store: Store, grace_s: fl
     stale = await redis.zrangebyscore(streams.ORDERS_IN_FLIGHT, "-inf", cutoff, start=0, num=SWEEP_BATCH)
     for raw in stale:
         member = as_text(raw)
-        order_id, event_id, quantity, tier = streams.parse_in_flight_member(member)
+        order_id, event_id, quantity, tier_id, owner = streams.parse_in_flight_member(member)
         event = await store.event(event_id)
         order = await store.orders.get(order_id)
         if event is not None and order is not None and is_placed(order.status):
             await enqueue(redis, keyring, order, event)
             log.warning("outbox: re-enqueued order", extra={"order_id": order_id})
-        elif (
-            event is not None
-            and await store.orders.abandon(order_id, event_id, quantity)
-            and await store.ledger.reserved(order_id)
-        ):
-            await store.ledger.release(event, order_id, tier, quantity)
-            if event.waiting_room:
-                await rooms.tickets_back(redis, event.id)
-            log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
+        elif event is not None and await store.orders.abandon(order_id, event_id, quantity):
+            if await store.ledger.reserved(order_id):
+                await store.ledger.release(event, order_id, tier_id, quantity)
+                if event.waiting_room:
+                    await rooms.tickets_back(redis, event.id)
+                log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
+            # Last: while the member is there, a later sweep does the release again (once-only).
+            tier = event.tier(tier_id)
+            await give_back(redis, member, held_of(event_id, tier, owner) if tier else None, quantity)
+            continue
         await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
     return len(stale)
 
