@@ -26,7 +26,8 @@ Scope = Literal["orders", "tickets", "checkins", "cancels", "reads"]
 
 class RateSettings(BaseSettings):
     """``TICKETRY_RATE_<SCOPE>_PER_MIN`` per user (0 = off): orders placed,
-    tickets in them, check-ins, cancels, and reads of orders and tickets."""
+    tickets in them, check-ins, cancels, and reads (the GETs of events, orders,
+    tickets, check-in lists and revocations)."""
 
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
