@@ -3,7 +3,8 @@
     uv run --frozen python -m bench [--quick] [--runs N] [--quantity N] [--post-rates 100,200]
 
 Starts its own stack (Redis, FerretDB, api, notifier, one renderer per core)
-under a temporary directory, prints ``figure | value | target/baseline | ratio``
+under a temporary directory (where it also runs the orders with names of every
+script of issue 16, ``bench/intl_orders.py``), prints ``figure | value | target/baseline | ratio``
 and writes ``bench/results/bench-<time>.json``. Medians over ``--runs`` (3;
 ``--quick`` = 1 run and smaller baseline samples, no scaler curve). Last, the
 scaler curve of issue 4 (``bench/scaler_curve.py``, its own stack, ~3.5 min),
@@ -30,7 +31,7 @@ from typing import Any
 
 from ticketry_devstack.procs import start_stack
 
-from bench import baselines, burst, crowd, rush, scaler_curve, scenarios
+from bench import baselines, burst, crowd, intl_orders, rush, scaler_curve, scenarios
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -65,6 +66,7 @@ class Measured:
     burst_rows: list[Row] = field(default_factory=list)
     rush_rows: list[Row] = field(default_factory=list)
     crowd_rows: list[Row] = field(default_factory=list)
+    intl: dict[str, Any] | None = None
 
 
 def main() -> int:
@@ -98,6 +100,7 @@ def _parse_args() -> argparse.Namespace:
     ap.add_argument("--no-scaler-curve", action="store_true")
     ap.add_argument("--no-burst", action="store_true", help="skip bench/burst.py (issue 16, ~15 min)")
     ap.add_argument("--no-rush", action="store_true", help="skip bench/rush.py (issue 20, ~4 min)")
+    ap.add_argument("--no-intl", action="store_true", help="skip the orders with names of every script (issue 16)")
     ap.add_argument("--no-crowd", action="store_true", help="skip bench/crowd.py's 5,000 sockets at once (issue 20)")
     ap.add_argument("--crowd", type=int, default=5000, help="progress sockets opened at once")
     ap.add_argument("--post-seconds", type=float, default=10.0)
@@ -141,6 +144,14 @@ def _on_bench_stack(args: argparse.Namespace, runs: int, workers: int, m: Measur
             for i in range(runs):
                 print(f"run {i + 1}/{runs}: 100-ticket order …", flush=True)
                 m.hundred.append(await scenarios.big_order(stack, 100, 0))
+            if not args.no_intl:
+                print("names of every script vs ASCII: 2,000-ticket orders with holders (bench/intl_orders.py) …")
+                try:
+                    m.intl = await intl_orders.measure(stack, 2000, 1 if args.quick else 2)
+                    if m.intl["fault_count"] or m.intl["failed"]:
+                        out.setdefault("errors", []).append("intl: " + intl_orders.describe(m.intl))
+                except Exception as exc:
+                    out.setdefault("errors", []).append(f"intl: {type(exc).__name__}: {exc}"[:300])
             # POST load last: overloading FerretDB 1.24 (SQLite) can stall it, which
             # must not cost the other figures.
             for rate in rates:
@@ -160,6 +171,7 @@ def _on_bench_stack(args: argparse.Namespace, runs: int, workers: int, m: Measur
     out["big_orders"] = m.big
     out["hundred_ticket_orders"] = [{k: v for k, v in h.items() if k not in ("rss_mb", "final")} for h in m.hundred]
     out["post"] = {f"{r:g}": v for r, v in m.post.items()}
+    out["intl"] = m.intl
 
 
 def _on_own_stacks(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -> None:
@@ -243,9 +255,24 @@ def _rows(m: Measured) -> list[Row]:
             ("scaler: order completed / back at min (s)",
              f"{fmt(m.curve.get('completed_s'))} / {fmt(m.curve.get('back_to_min_live_s'))}", "", ""),
         ]),
+        *_intl_rows(m.intl),
         *m.burst_rows,
         *m.rush_rows,
         *m.crowd_rows,
+    ]  # fmt: skip
+
+
+def _intl_rows(got: dict[str, Any] | None) -> list[Row]:
+    if got is None:
+        return []
+    private = {k: max((p.get("Private", 0) for p in v), default=0) / 1024 for k, v in got["renderer_memory_kb"].items()}
+    return [
+        (f"names of 12 scripts vs ASCII, {got['quantity']:,}-ticket orders with holders (tickets/s)",
+         f"{fmt(got['mix_tickets_per_s'])} vs {fmt(got['ascii_tickets_per_s'])}", "≥ 0.70", fmt(got["ratio"], "×")),
+        ("  their PDFs read back: faults (.notdef, name not as typed) / PDFs",
+         f"{got['fault_count']} / {got['pdfs_checked']}", "0", ""),
+        ("  renderer private memory, max: before / after ASCII / after the mix (MB)",
+         " / ".join(fmt(private.get(k)) for k in ("at start", "after ascii", "after mix")), "", ""),
     ]  # fmt: skip
 
 
