@@ -5,14 +5,16 @@ process, against the module's real redis-server (tests/unit/conftest.py)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from ticketry import designs, streams
+from ticketry import designs, fonts, streams
 from ticketry.db import entries_of
 from ticketry_renderer import designs as stored
-from ticketry_renderer.render import Design, event_template, render_ticket, template_key
+from ticketry_renderer import fastpath
+from ticketry_renderer.render import Design, build_event_template, event_template, render_ticket, template_key
 
 from tests.helpers import decode_qr
 from tests.unit.test_render_fidelity import Signer, request, text_of
@@ -129,3 +131,44 @@ async def test_an_event_waits_for_its_designs_only_while_a_renderer_can_build_th
     assert await workers[1].build_designs(reads[1]) == 1
     assert await waiting is True
     assert await designs.handled(redis, ids)
+
+
+def _forget_fonts() -> None:
+    for cached in (fonts.chain, fonts.fingerprint, fonts._covered, fonts.shape, fastpath._subsetters):
+        cached.cache_clear()
+
+
+@pytest.fixture
+def host(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[tuple[str, ...]], None]]:
+    """Makes this process a host whose installed fonts of the chain are the ones
+    given (the font caches emptied on the way, and again at the end)."""
+
+    def become(chain: tuple[str, ...]) -> None:
+        monkeypatch.setattr(fonts, "CHAIN", chain)
+        _forget_fonts()
+
+    yield become
+    monkeypatch.undo()
+    _forget_fonts()
+
+
+def test_hosts_with_other_fonts_build_their_own_designs(host: Callable[[tuple[str, ...]], None]) -> None:
+    design, signer = Design.default(), Signer()
+    req = request(signer, "Ada Lovelace")
+    whole = fonts.CHAIN
+    # Given a design built on a host without the CJK font (one holder font reserved fewer)
+    host(tuple(f for f in whole if "CJK" not in f))
+    there_key, there = template_key(req, design), build_event_template(req, design)
+    assert there is not None and len(there.holder.fonts) == len(fonts.chain()) == len(whole) - 1
+
+    # When a host with the whole chain looks for the design of the same event
+    host(whole)
+    here_key = template_key(req, design)
+
+    # Then it looks under another name, so builds its own
+    assert stored.digest(here_key) != stored.digest(there_key)
+    here = build_event_template(req, design)
+    assert here is not None and decode_qr(here.stamp(request(signer, "山田 太郎"))) is not None
+    # And the other host's design, were it given here, is not stamped (the ticket is rendered in full)
+    with pytest.raises(fastpath.Unsupported, match="another chain"):
+        there.stamp(request(signer, "山田 太郎"))

@@ -1,6 +1,8 @@
-"""The fonts a ticket is printed with, and the two rules the api checks at order
-time: every character can be drawn (:func:`undrawable`), and a holder name fits
-its line (:func:`fits`).
+"""The fonts a ticket is printed with, and the rules the api checks: every
+character can be drawn (:func:`undrawable`), a holder name fits its line
+(:func:`fits`, at order time), and an event's name, venue and tier names fit
+theirs (:func:`event_unfit`, when the event is created). Every field of the
+ticket is one line: a text shrinks to fit it, down to a floor the api enforces.
 
 The **chain** is the ticket design's ``font-family`` list (``ticket.css``, kept
 equal to :data:`CSS_FONT_STACK` by a test): Liberation Sans for Latin (incl.
@@ -17,16 +19,23 @@ collection costs address space, not memory per process. The api calls
 set look-up per character and one HarfBuzz shaping of the name (~20-60 µs).
 
 :func:`shape` is what the renderer's fast path draws: the name itemized (bidi
-level, script, font), shaped by HarfBuzz and put in visual order.
+level by FriBidi as Pango does, script, font), shaped by HarfBuzz and put in
+visual order. Text is measured as the design prints it, its white space
+collapsed (:func:`collapse`). :func:`fingerprint` names the fonts of this host:
+a stored design is only valid on hosts with the same.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
+import hashlib
 import logging
+import re
 import subprocess
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,6 +175,20 @@ def chain(weight: str = HOLDER_WEIGHT) -> tuple[Face, ...]:
 
 
 @functools.cache
+def fingerprint(weight: str = HOLDER_WEIGHT) -> str:
+    """Which fonts of :data:`CHAIN` this host has, and which versions: a digest of
+    each installed face's family, index, glyph count and ``head`` table (its
+    revision, dates and whole-file checksum). Hosts with equal fingerprints
+    draw a name with the same fonts and glyph ids; a design that reserves one
+    font per face of the chain is only valid where the fingerprint is equal."""
+    digest = hashlib.sha256()
+    for face in chain(weight):
+        digest.update(f"{face.family}\0{face.index}\0{face.hb_face.glyph_count}\0".encode())
+        digest.update(face.hb_face.reference_table("head").data)
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
 def _covered(weight: str = HOLDER_WEIGHT) -> frozenset[int]:
     return frozenset().union(*(f.cmap for f in chain(weight)))
 
@@ -191,6 +214,17 @@ def undrawable(text: str, weight: str = HOLDER_WEIGHT) -> str | None:
 # -- measuring -----------------------------------------------------------------------
 
 
+# What the design's CSS (``white-space: normal`` or ``nowrap``) collapses: a run of
+# spaces, tabs and line breaks is one space, and none is left at either end of the
+# line. Other spaces (no-break, ideographic, em…) are printed as they are.
+_COLLAPSIBLE = re.compile("[ \t\n\r]+")
+
+
+def collapse(text: str) -> str:
+    """``text`` as the ticket prints it: white space collapsed as HTML does."""
+    return _COLLAPSIBLE.sub(" ", text).strip(" ")
+
+
 def holder_size(name: str, width_pt: float = HOLDER_WIDTH_PT) -> float | None:
     """The size (pt) the holder line is printed at: :data:`HOLDER_PT`, or smaller
     so that it fits ``width_pt`` on one line; None below :data:`HOLDER_MIN_PT`
@@ -207,8 +241,9 @@ def fitted_size(name: str, width_pt: float = HOLDER_WIDTH_PT) -> float | None:
 
 def fit(text: str, width_pt: float, size: float, weight: str = HOLDER_WEIGHT) -> float | None:
     """The largest size up to ``size`` (pt, rounded down to 1/100: it is printed
-    into the design's CSS) at which ``text`` is one line no wider than
-    ``width_pt``; None when it cannot be drawn."""
+    into the design's CSS) at which ``text``, its white space collapsed, is one
+    line no wider than ``width_pt``; None when it cannot be drawn."""
+    text = collapse(text)
     if undrawable(text, weight) is not None:
         return None
     advance = shape(text, weight).advance
@@ -221,6 +256,60 @@ def fits(name: str) -> bool:
     """The holder name fits its line at :data:`HOLDER_MIN_PT` or more, and every
     character of it can be drawn: the api's check at order time."""
     return holder_size(name) is not None
+
+
+# -- the organiser's texts -----------------------------------------------------------
+
+_MM = 72 / 25.4
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """A line of the design that prints one of the organiser's texts (``ticket.css``,
+    ``white-space: nowrap``): its full size, the floor the api lets it shrink to,
+    the width it must fit in (pt, tested against the design's layout), and how
+    the design sets it. Measured in the holder's (bold) faces: a regular line is
+    narrower, so it fits too."""
+
+    size: float
+    floor: float
+    width_pt: float
+    upper: bool = False  # text-transform: uppercase
+    spacing_pt: float = 0.0  # letter-spacing, after each character
+
+    def fitted(self, text: str) -> float | None:
+        """The size ``text`` is printed at, below the floor for a text an older
+        api accepted (one line, smaller); None when it cannot be drawn."""
+        text = collapse(text)
+        if self.upper:
+            text = text.upper()
+        return fit(text, max(self.width_pt - len(text) * self.spacing_pt, 1.0), self.size)
+
+    def fits(self, text: str) -> bool:
+        """``text`` is one line at :attr:`floor` or more."""
+        size = self.fitted(text)
+        return size is not None and size >= self.floor
+
+
+TITLE = TextLine(size=22.0, floor=12.0, width_pt=160 * _MM)  # h1, in the header's 162.8 mm content box
+VENUE = TextLine(size=12.0, floor=8.0, width_pt=160 * _MM)
+TIER = TextLine(size=11.5, floor=7.0, width_pt=52 * _MM)  # a field of the two-column grid (53.4 mm)
+BADGE = TextLine(size=9.0, floor=5.0, width_pt=104 * _MM, upper=True, spacing_pt=0.5 * _MM)  # 110 mm less padding
+
+
+def event_unfit(name: str, venue: str, tier_names: Iterable[str] = ()) -> str | None:
+    """Why an event's name, venue or a tier name would not be one line of the
+    ticket even at its floor size (or cannot be drawn), or None when all fit:
+    the api's check when an event is created. A tier name is printed twice, in
+    its field and in the header's badge (upper case)."""
+    lines: list[tuple[str, str, tuple[TextLine, ...]]] = [("name", name, (TITLE,)), ("venue", venue, (VENUE,))]
+    lines += [("tier name", tier, (TIER, BADGE)) for tier in tier_names]
+    for label, text, where in lines:
+        for line in where:
+            if not line.fits(text):
+                shown = f"{text[:40]!r}{'…' if len(text) > 40 else ''}"
+                return f"{label} {shown} does not fit on one line of the ticket, even at {line.floor:g} pt"
+    return None
 
 
 # -- itemizing and shaping -----------------------------------------------------------
@@ -254,64 +343,82 @@ def _script(ch: str) -> str | None:
     return "Zzzz"
 
 
+# Paired punctuation (Pango's list, the common part): a closing one belongs to
+# the script its opening one was in, so ``(Sara)`` after Arabic closes in Arabic.
+_PAIRED = "()<>[]{}«»‘’“”‹›⁅⁆⁽⁾₍₎⟦⟧⟨⟩〈〉《》「」『』【】〔〕〖〗〘〙〚〛﹙﹚﹛﹜﹝﹞（）［］｛｝｟｠｢｣"
+_PAIRS = {ch: (i // 2, i % 2 == 0) for i, ch in enumerate(_PAIRED)}  # char: (pair, opens)
+
+
 def _scripts(text: str) -> list[str]:
+    """Each character's script as Pango's script itemizer has it: common
+    characters continue the script before them (the first one found, at the
+    start), a closing bracket takes its opening bracket's."""
     raw = [_script(c) for c in text]
     first = next((s for s in raw if s is not None), "Zyyy")
     out, current = [], first
-    for s in raw:
+    open_pairs: list[tuple[int, str]] = []
+    for ch, s in zip(text, raw, strict=True):
+        if s is None and (pair := _PAIRS.get(ch)) is not None:
+            kind, opens = pair
+            if opens:
+                open_pairs.append((kind, current))
+            else:
+                while open_pairs and open_pairs[-1][0] != kind:
+                    open_pairs.pop()
+                if open_pairs:
+                    s = open_pairs.pop()[1]
         current = s or current
         out.append(current)
     return out
 
 
+# Bidi classes that can give a character of a left-to-right paragraph a level
+# other than 0: right-to-left letters, Arabic digits, explicit embeddings and
+# isolates. Without one, every level is 0 and the bidi algorithm is skipped.
+_NOT_ALL_LTR = frozenset({"R", "AL", "AN", "LRE", "LRO", "RLE", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
+_FRIBIDI_PAR_LTR = 0x110  # FRIBIDI_PAR_LTR: a left-to-right paragraph, as the design's (and Pango's, auto-dir off)
+
+
+@functools.cache
+def _fribidi() -> Any:
+    """GNU FriBidi, the Unicode bidi algorithm (UAX #9, brackets included) that
+    Pango runs when WeasyPrint lays the design out: the same library, so the
+    same levels. It is installed with Pango (``libpango-1.0-0`` depends on it)."""
+    try:
+        lib = ctypes.CDLL("libfribidi.so.0")
+    except OSError:
+        found = ctypes.util.find_library("fribidi")
+        if found is None:
+            raise FontsUnavailable("GNU FriBidi (libfribidi) is not installed (run infra/bootstrap.sh)") from None
+        lib = ctypes.CDLL(found)
+    u32p, i8p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_int8)
+    lib.fribidi_get_bidi_types.argtypes = [u32p, ctypes.c_int, u32p]
+    lib.fribidi_get_bidi_types.restype = None
+    lib.fribidi_get_bracket_types.argtypes = [u32p, ctypes.c_int, u32p, u32p]
+    lib.fribidi_get_bracket_types.restype = None
+    lib.fribidi_get_par_embedding_levels_ex.argtypes = [u32p, u32p, ctypes.c_int, u32p, i8p]
+    lib.fribidi_get_par_embedding_levels_ex.restype = ctypes.c_int8  # max level + 1; 0 on failure
+    return lib
+
+
 def bidi_levels(text: str) -> list[int]:
-    """Embedding levels of ``text`` in a left-to-right paragraph (UAX #9 without
-    explicit embeddings, which the api refuses as invisible characters): 0 for
-    left-to-right, 1 for right-to-left, 2 for numbers inside right-to-left text."""
-    types = [unicodedata.bidirectional(c) for c in text]
-    n = len(types)
-    # W1: non-spacing marks take the type of what they follow.
-    prev = "L"
-    for i, t in enumerate(types):
-        if t == "NSM":
-            types[i] = prev
-        elif t not in ("BN",):
-            prev = t
-    # W2/W3/W7: European numbers after Arabic letters are Arabic numbers; after L, L.
-    last_strong = "L"
-    for i, t in enumerate(types):
-        if t in ("L", "R", "AL"):
-            last_strong = t
-        elif t == "EN":
-            types[i] = "AN" if last_strong == "AL" else ("L" if last_strong == "L" else "EN")
-    types = ["R" if t == "AL" else t for t in types]
-    # W4-W6 (simplified): separators and terminators inside numbers join them; else neutral.
-    for i, t in enumerate(types):
-        if t in ("ES", "CS", "ET"):
-            before = types[i - 1] if i else None
-            after = types[i + 1] if i + 1 < n else None
-            types[i] = before if before in ("EN", "AN") and before == after else "ON"
-
-    # N1/N2: neutrals between two strong types of one direction take it; else the paragraph's (L).
-    def direction(t: str) -> str | None:
-        return "L" if t == "L" else "R" if t in ("R", "EN", "AN") else None
-
-    i = 0
-    while i < n:
-        if direction(types[i]) is not None:
-            i += 1
-            continue
-        j = i
-        while j < n and direction(types[j]) is None:
-            j += 1
-        before = direction(types[i - 1]) if i else "L"
-        after = direction(types[j]) if j < n else "L"
-        fill = before if before is not None and before == after else "L"
-        for k in range(i, j):
-            types[k] = fill
-        i = j
-    # I1: levels in an even (left-to-right) paragraph.
-    return [0 if t == "L" else 2 if t in ("EN", "AN") else 1 for t in types]
+    """Embedding levels of ``text`` as one left-to-right paragraph: 0 for
+    left-to-right, 1 for right-to-left, 2 for numbers inside right-to-left text
+    (the full UAX #9, by FriBidi as Pango). Only text with a right-to-left
+    character, an Arabic digit or an explicit embedding pays for it."""
+    if not any(unicodedata.bidirectional(ch) in _NOT_ALL_LTR for ch in text):
+        return [0] * len(text)
+    n = len(text)
+    lib = _fribidi()
+    chars = (ctypes.c_uint32 * n)(*map(ord, text))
+    types, brackets = (ctypes.c_uint32 * n)(), (ctypes.c_uint32 * n)()
+    levels = (ctypes.c_int8 * n)()
+    base = ctypes.c_uint32(_FRIBIDI_PAR_LTR)
+    lib.fribidi_get_bidi_types(chars, n, types)
+    lib.fribidi_get_bracket_types(chars, n, types, brackets)
+    if lib.fribidi_get_par_embedding_levels_ex(types, brackets, n, ctypes.byref(base), levels) == 0:
+        raise MemoryError("fribidi: could not resolve the embedding levels")
+    return list(levels)
 
 
 def _visual_order(levels: Sequence[int]) -> list[int]:
@@ -333,23 +440,33 @@ def _visual_order(levels: Sequence[int]) -> list[int]:
     return order
 
 
-def _fonts_for(text: str, faces: Sequence[Face]) -> list[int]:
-    out: list[int] = []
+def _fonts_for(text: str, faces: Sequence[Face], runs: Sequence[tuple[int, str]]) -> list[int]:
+    """Each character's face: the first of the chain that has it. White space and
+    invisible characters, as Pango, stay in the font of the character before
+    them in the same run (bidi level and script), else of the one after, else
+    the font of a space; ``runs`` gives each character's run."""
+    space = next((i for i, f in enumerate(faces) if 0x20 in f.cmap), 0)
+    out = [space] * len(text)
     current: int | None = None
-    for ch in text:
-        if current is not None and not _needs_font(ch):
-            out.append(current)
+    pending: list[int] = []  # white space at the start of the run, before its first font
+    for i, ch in enumerate(text):
+        if i and runs[i] != runs[i - 1]:
+            current, pending = None, []
+        if not _needs_font(ch):
+            if current is None:
+                pending.append(i)
+            else:
+                out[i] = current
             continue
         cp = ord(ch)
-        pick = next((i for i, f in enumerate(faces) if cp in f.cmap), None)
+        pick = next((k for k, f in enumerate(faces) if cp in f.cmap), None)
         if pick is None:
             pick = current if current is not None else 0  # undrawable: refused before shaping
         current = pick
-        out.append(pick)
-    # Leading white space takes the font of what follows (Pango keeps the first found font).
-    first = next((i for i, ch in enumerate(text) if _needs_font(ch)), None)
-    if first:
-        out[:first] = [out[first]] * first
+        for k in pending:
+            out[k] = pick
+        pending.clear()
+        out[i] = pick
     return out
 
 
@@ -362,7 +479,7 @@ def shape(text: str, weight: str = HOLDER_WEIGHT) -> Line:
         return Line(text, ())
     levels = bidi_levels(text)
     scripts = _scripts(text)
-    fonts = _fonts_for(text, faces)
+    fonts = _fonts_for(text, faces, list(zip(levels, scripts, strict=True)))
     items: list[tuple[int, int, int, str, int]] = []  # start, end, level, script, font
     start = 0
     for i in range(1, len(text) + 1):

@@ -20,9 +20,10 @@ How it works (pure, no I/O):
    template bytes as a PDF incremental update (a trailer with ``/Prev``). No
    markup is parsed: the ticket fields are encoded to glyph codes, nothing else.
 
-Any holder name the chain can draw is stamped, in every script. What raises
-:class:`Unsupported` (the caller renders in full): ids of another length, white
-space HTML would collapse, a design without stampable slots.
+Any holder name the chain can draw is stamped, in every script, its white space
+collapsed as the design's CSS does. What raises :class:`Unsupported` (the caller
+renders in full): ids of another length, a design without stampable slots or
+built for another font chain.
 """
 
 from __future__ import annotations
@@ -158,14 +159,17 @@ def _subsetters() -> tuple[cidfonts.Subsetter, ...]:
 
 def _holder(slot: HolderSlot, name: str, next_obj: int) -> tuple[bytes, list[tuple[int, bytes]]]:
     """The holder's text operators and the CID fonts they use (objects from ``next_obj``)."""
-    # HTML collapses and strips white space; keep the fast path exactly equivalent.
-    if not name or name != " ".join(name.split(" ")).strip() or "  " in name or "\n" in name or "\t" in name:
-        raise Unsupported("holder: white space HTML would collapse")
+    # The name as the design's CSS prints it: white space collapsed and stripped.
+    name = fonts.collapse(name)
+    if not name:
+        raise Unsupported("holder: no text")
     size = fonts.fitted_size(name)
     if size is None:
         raise Unsupported("holder: a character no font of the chain has")
     line = fonts.shape(name)
     faces = fonts.chain()
+    if len(faces) != len(slot.fonts):  # a design of a host with other fonts (its key says which)
+        raise Unsupported("holder: the design reserved fonts for another chain")
     used = [faces[i] for i in line.faces()] or [faces[0]]
     # WeasyPrint's line box: the strut (first font) and the text's run both
     # centred in the line height by their ascent - descent; the lower baseline wins.

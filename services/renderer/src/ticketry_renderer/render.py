@@ -37,11 +37,6 @@ from ticketry_renderer import fastpath
 log = logging.getLogger(__name__)
 
 ASSET_SCHEME = "ticketry-asset:"
-MM = 72 / 25.4
-# Widths the design gives the organiser's texts (ticket.css; tested against the layout).
-HEADER_PT = 160 * MM  # h1 and venue: the header's 162.8 mm content box
-CELL_PT = 52 * MM  # a field of the two-column grid (53.4 mm)
-BADGE_PT = 104 * MM  # the tier badge: 110 mm less its padding
 _TEMPLATES = resources.files("ticketry_renderer") / "templates"
 
 
@@ -144,16 +139,11 @@ def venue_time(when: datetime, zone: str) -> datetime:
         raise TemplateError(f"unknown time zone {zone[:64]!r}") from exc
 
 
-def _fit(text: str, size: float, width_pt: float, floor: float) -> float:
-    """``size``, or smaller (not below ``floor``) so that ``text`` is one line of ``width_pt``."""
-    fitted = fonts.fit(text, width_pt, size)
-    return size if fitted is None else max(floor, fitted)
-
-
-def _badge_size(label: str) -> float:
-    # Upper case with 0.5 mm letter spacing, inside a 110 mm badge less its padding.
-    spacing = len(label) * 0.5 * MM
-    return _fit(label.upper(), 9.0, max(BADGE_PT - spacing, 1.0), 5.0)
+def _size(line: fonts.TextLine, text: str) -> float:
+    """The size ``text`` is one line at (smaller than the api's floor for an
+    event an older api accepted: never wrapped)."""
+    size = line.fitted(text)
+    return line.size if size is None else size  # undrawable: refused before
 
 
 def event_context(t: RenderRequest) -> dict[str, Any]:
@@ -174,10 +164,10 @@ def event_context(t: RenderRequest) -> dict[str, Any]:
         "tier_label": label,
         "lane": "vip" if t.lane == "vip" or t.tier == "vip" else "standard",
         "sizes": {
-            "title": _fit(t.event_name, 22.0, HEADER_PT, 12.0),
-            "venue": _fit(t.venue, 12.0, HEADER_PT, 8.0),
-            "tier": _fit(label, 11.5, CELL_PT, 7.0),
-            "badge": _badge_size(label),
+            "title": _size(fonts.TITLE, t.event_name),
+            "venue": _size(fonts.VENUE, t.venue),
+            "tier": _size(fonts.TIER, label),
+            "badge": _size(fonts.BADGE, label),
         },
         "holder_pt": fonts.HOLDER_PT,
         "kid": key_id_of(t.code),
@@ -220,11 +210,13 @@ def render_ticket_full(t: RenderRequest, design: Design) -> bytes:
 
 
 def template_key(t: RenderRequest, design: Design) -> tuple[Any, ...]:
-    """Everything the event's page depends on, apart from the stamped fields."""
+    """Everything the event's page depends on, apart from the stamped fields:
+    the design, the event look, and the fonts of this host (a page reserves one
+    font per face of the chain, and stamps the glyph ids of these fonts)."""
     ctx = event_context(t)
     return (
-        design.version, t.event_name, t.venue, ctx["date"], ctx["starts"], ctx["doors"], ctx["price"],
-        ctx["tier_label"], ctx["lane"], ctx["kid"], len(t.ticket_id), len(t.order_id),
+        design.version, fonts.fingerprint(), t.event_name, t.venue, ctx["date"], ctx["starts"], ctx["doors"],
+        ctx["price"], ctx["tier_label"], ctx["lane"], ctx["kid"], len(t.ticket_id), len(t.order_id),
     )  # fmt: skip
 
 
