@@ -1,13 +1,15 @@
 """One log format: every line every service writes is one JSON object, with a
-UTC millisecond timestamp, and the ids of the work it is about (a stack of its
+UTC millisecond timestamp, and the ids of the work it is about, its trace id
+included, with the default configuration (no trace exporter): a stack of its
 own at INFO, its renderers under the scaler, one ticket made to fail so the
-renderer logs about it)."""
+renderer logs about it, a cancel that the api logs."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -20,10 +22,13 @@ from ticketry.telemetry import setup_logging
 
 from tests.chaos.support import redis_of, wait_until
 from tests.conftest import TokenFactory, make_stack
-from tests.helpers import create_event, place_order
+from tests.helpers import bearer, create_event, place_order
 
 pytestmark = pytest.mark.e2e
 
+# A caller's W3C trace context (a browser's or a gateway's), unsampled.
+CALLER_TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+OTLP_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 QUIET = ("weasyprint", "fontTools", "faststream")
 ENV = {
@@ -51,9 +56,9 @@ def log_lines(logs: Path) -> list[tuple[str, dict[str, Any]]]:
 
 @pytest.mark.timeout(300)
 async def test_every_line_of_every_service_is_one_json_object(tmp_path: Path, token: TokenFactory) -> None:
-    # Tracing on (spans to a file): the api's trace travels with each render request
-    env = {**ENV, "TICKETRY_TRACE_FILE": str(tmp_path / "spans.jsonl")}
-    stack = await asyncio.to_thread(make_stack, tmp_path / "stack", 0, env)
+    # No trace exporter configured: trace ids are there all the same
+    stack = await asyncio.to_thread(make_stack, tmp_path / "stack", 0, ENV)
+    assert not ({"TICKETRY_TRACE_FILE", *OTLP_VARS} & {*os.environ, *stack.env}), "an exporter is configured"
     redis = redis_of(stack)
     try:
         # Given an order placed before any renderer runs, one of its tickets
@@ -76,6 +81,12 @@ async def test_every_line_of_every_service_is_one_json_object(tmp_path: Path, to
             return bool(await redis.hget(streams.order_progress(order["id"]), "completed"))
 
         await wait_until(completed, 180)
+
+        # And when the buyer cancels it, the request carrying a trace of its own
+        async with httpx.AsyncClient(base_url=stack.api_url, timeout=60) as api:
+            headers = {**bearer(token("logs-buyer", "buyer")), "traceparent": CALLER_TRACEPARENT}
+            r = await api.post(f"/v1/orders/{order['id']}/cancel", headers=headers)
+            assert r.status_code == 200, r.text
     finally:
         await redis.aclose()
         await asyncio.to_thread(stack.stop)
@@ -96,13 +107,19 @@ async def test_every_line_of_every_service_is_one_json_object(tmp_path: Path, to
 
     assert seen("api", "Application startup complete.") and seen("notifier", "Application startup complete.")
     assert seen("scaler", "scaler started") and seen("renderer", "renderer started")
-    # And the renderer's lines about the doomed ticket name it, its order and its trace
+    # And the renderer's lines about the doomed ticket name it, its order and
+    # its trace: the one the api started for the order's request
+    assert traceparent, "the order's render requests carry no trace"
+    trace_id = traceparent.split("-")[1]
+    assert re.fullmatch(r"[0-9a-f]{32}", trace_id) and trace_id != "0" * 32, traceparent
     failed = seen("renderer", "render failed")
     assert failed, [ln for _, ln in lines if ln["service"] == "renderer"]
-    trace_id = traceparent.split("-")[1]
     for ln in failed:
         assert (ln["ticket_id"], ln["order_id"], ln["trace_id"]) == (doomed, order["id"], trace_id), ln
         assert ln["level"] == "warning"
+    # And the api's line of the cancel request carries the caller's trace
+    (cancelled,) = seen("api", "cancel: PDFs deleted")
+    assert (cancelled["order_id"], cancelled["trace_id"]) == (order["id"], CALLER_TRACEPARENT.split("-")[1])
 
 
 def test_a_library_that_prints_its_own_lines_is_routed_through_ours() -> None:
