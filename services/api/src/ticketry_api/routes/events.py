@@ -61,9 +61,13 @@ def event_out(e: Event, sold: Head) -> EventOut:
 
 @router.post("", status_code=201, response_model=EventOut, responses=problems(401, 403, 413, 422))
 async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
-    for label, text in (("name", body.name), ("venue", body.venue), *(("tier name", t.name) for t in body.tiers or [])):
+    tier_names = [t.name for t in body.tiers or []]
+    for label, text in (("name", body.name), ("venue", body.venue), *(("tier name", t) for t in tier_names)):
         if (why := fonts.undrawable(text)) is not None:
             raise Problem(422, f"{label} cannot be printed", why)
+    # One line each on the ticket, never wrapped: shrunk down to a floor, then refused.
+    if (why := fonts.event_unfit(body.name, body.venue, tier_names)) is not None:
+        raise Problem(422, "text too long", why)
     tiers = [
         Tier(
             id=t.id, name=t.name, price_minor=int(t.price * 100), capacity=t.capacity, lane=t.lane,
