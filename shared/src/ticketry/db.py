@@ -9,9 +9,11 @@ for the whole outage. So:
 
 - Redis: every command retries with backoff for up to ~35 s, unless it runs
   under :func:`request_budget` (the api sets it for each HTTP request), where
-  it gives up after :data:`REQUEST_RETRY_BUDGET_S` of retrying.
+  it gives up after :data:`REQUEST_RETRY_BUDGET_S` of retrying. Opening a
+  connection gives up after :data:`REDIS_CONNECT_TIMEOUT_S`.
 - MongoDB: server selection (finding a reachable server, which is what waits
-  while the store is down) gives up after :data:`MONGO_SELECT_TIMEOUT_MS`; the
+  while the store is down) gives up after :data:`MONGO_SELECT_TIMEOUT_MS`, and
+  opening a connection after :data:`MONGO_CONNECT_TIMEOUT_MS`; the
   background loops simply try again. A socket that stops answering (a hung
   store, a cut network) is given up after :data:`MONGO_SOCKET_TIMEOUT_MS`.
   Options in ``TICKETRY_MONGO_URL`` (``?serverSelectionTimeoutMS=…``) win.
@@ -46,10 +48,18 @@ T = TypeVar("T")
 
 # A request stops retrying a Redis command after this long (then: 503).
 REQUEST_RETRY_BUDGET_S = 0.5
+# Opening a connection to a Redis that does not answer (a refused one fails at
+# once): a request then answers 503 within about a second; background work
+# simply retries.
+REDIS_CONNECT_TIMEOUT_S = 1.0
 # Waiting for a reachable MongoDB server (what an operation does while the store
 # is down) ends after this; a request then answers 503, a background loop retries.
 MONGO_SELECT_TIMEOUT_MS = 500
-MONGO_CONNECT_TIMEOUT_MS = 5_000
+# Opening a connection to a host that does not answer (a refused one fails at
+# once). pymongo also bounds its monitor's heartbeat with it: short enough that
+# a request is answered soon, long enough that a busy store is not taken for a
+# dead one.
+MONGO_CONNECT_TIMEOUT_MS = 2_000
 # A store that accepted a command and then went silent (hung, network cut).
 MONGO_SOCKET_TIMEOUT_MS = 10_000
 # Index creation at start-up may build an index on a big collection: no socket
@@ -117,7 +127,7 @@ def connect_redis(url: str, *, timeout_s: float = 10.0) -> Redis:
         retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
         health_check_interval=15,
         socket_timeout=timeout_s,
-        socket_connect_timeout=5.0,
+        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
     )
 
 
