@@ -8,7 +8,8 @@ api's own scripts (``ticketry_api.waitingroom.store``).
 - The watch rides out Redis going away and coming back.
 - An entry written right after a socket read its first state (a close, heard
   once) reaches that socket, however soon it came.
-- A socket never applies an update entry older than the state it has shown.
+- A socket never applies an update entry older than the state it has shown,
+  and its first position goes out however far back in line it is.
 """
 
 from __future__ import annotations
@@ -256,3 +257,21 @@ async def test_a_socket_applies_no_entry_older_than_what_it_showed() -> None:
     await until(lambda: len(rec.sent) == 2)
     # Then only the newer one changed what it shows
     assert [(m["position"], m["paused"], m["at"]) for m in rec.sent] == [(3, True, 5), (3, False, 6)]
+
+
+async def test_the_first_position_is_shown_however_far_back_then_only_news() -> None:
+    sock, rec = socket_of("ev_x", "b80", "qu_x")
+    sock.rank = 80
+
+    def update(admitted: int) -> Update:
+        return Update(admitted=admitted, rate=4.0, at=admitted, sold_out=False, drawn=True, permits={})
+
+    # Given a socket whose first state is the drawn line, 80 places from its front
+    sock.apply(update(0))
+    await until(lambda: len(rec.sent) == 1)
+    # When the line moves one place, then ten
+    sock.apply(update(1))
+    sock.apply(update(11))
+    await until(lambda: len(rec.sent) == 2)
+    # Then it showed where it stood at once, then the move that is news (a tenth of the way)
+    assert [(m["position"], m["eta_s"]) for m in rec.sent] == [(81, 20.2), (70, 17.5)]

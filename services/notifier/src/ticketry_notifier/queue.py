@@ -143,7 +143,10 @@ class QueueSocket:
             return
         back, self.sold_out = self.sold_out, False  # tickets came back: where the place stands now
         pos = self.rank - u.admitted + 1 if u.drawn and self.rank is not None else None
-        moved = pos != self.position and (pos is None or not self.position or news(self.position, pos))
+        # The first position (none shown yet: -1, or null before the draw)
+        # goes out however far back it is; after it, what news() says is news.
+        prev = self.position
+        moved = pos != prev and (pos is None or prev is None or prev < 0 or news(prev, pos))
         if not (moved or back) and u.paused == self.paused:
             return
         self.position, self.paused = pos, u.paused
