@@ -16,6 +16,9 @@ import httpx
 import orjson
 import pytest
 import websockets
+from redis.asyncio import Redis
+from ticketry import streams
+from ticketry.replies import as_text
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory, make_stack
@@ -293,8 +296,60 @@ async def follow(
             await asyncio.sleep(int(r.headers["retry-after"]))
 
 
+async def tick_rates(stack: Stack, event_id: str) -> dict[int, float]:
+    """The room's rate at each admission tick (its Redis ms), from its update stream."""
+    redis = Redis.from_url(stack.env["TICKETRY_REDIS_URL"])
+    try:
+        entries = await redis.xrange(streams.room_updates(event_id))
+    finally:
+        await redis.aclose()
+    at, rate = streams.ROOM_AT.encode(), streams.ROOM_RATE.encode()
+    return {int(as_text(f[at])): float(as_text(f[rate])) for _, f in entries}
+
+
+def check_etas(msgs: list[dict[str, Any]], rates: dict[int, float]) -> int:
+    """Each position in line a socket showed once the sale was open came with
+    an estimated wait of that position at the rate of the tick it reflects
+    (``at``), to the tenth of a second it is rounded to; none before the
+    room's first tick (no rate yet). How many estimates were checked."""
+    checked = 0
+    for m in msgs:
+        if m["type"] != "queue.position" or m["position"] is None or m["paused"]:
+            continue
+        rate = rates.get(m["at"], 0.0)
+        if rate <= 0:
+            assert m["eta_s"] is None, m
+            continue
+        assert m["eta_s"] is not None and abs(m["eta_s"] - m["position"] / rate) <= 0.05 + 1e-9, (m, rate)
+        checked += 1
+    return checked
+
+
+async def test_a_place_shows_its_wait_at_the_rooms_rate_once_the_sale_is_open(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    # Given a room of one ticket on sale now, whose first buyer is admitted (the
+    # room has a rate), and 60 more buyers in line behind her
+    org = token("room-org-eta", "organizer")
+    event = await create_event(api, org, capacity=1, waiting_room=True)
+    first = token("room-eta-first", "buyer")
+    await join(api, first, event["id"])
+    await eventually(lambda: _admitted(api, first, event["id"]), "the first buyer is admitted")
+    buyers = [token(f"room-eta-{i}", "buyer") for i in range(60)]
+    places = await asyncio.gather(*(join(api, t, event["id"]) for t in buyers))
+    last = max(range(len(places)), key=lambda i: places[i]["position"])
+
+    # When the last of them follows the place
+    async with asyncio.timeout(60), websockets.connect(f"{places[last]['progress_url']}?token={buyers[last]}") as ws:
+        shown = orjson.loads(await ws.recv())
+
+    # Then it shows its position, and as the wait that position at the room's rate
+    assert (shown["type"], shown["position"], shown["paused"]) == ("queue.position", 60, False), shown
+    assert check_etas([shown], await tick_rates(stack, event["id"])) == 1
+
+
 async def test_a_small_rush_sells_out_exactly_and_every_buyer_hears(
-    api: httpx.AsyncClient, token: TokenFactory
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
 ) -> None:
     # Given a room of 50 tickets whose sale starts in 5 s
     org = token("room-org-4", "organizer")
@@ -317,6 +372,9 @@ async def test_a_small_rush_sells_out_exactly_and_every_buyer_hears(
         assert positions == sorted(positions, reverse=True), positions
         assert all(m["type"] == "queue.position" for m in msgs[:-1])
         assert msgs[-1]["type"] in ("queue.admitted", "queue.sold_out")
+    # And each wait shown once the sale was open was the position at the room's rate
+    rates = await tick_rates(stack, event["id"])
+    assert sum(check_etas(msgs, rates) for msgs, _ in results) > 0
 
 
 async def test_a_place_is_its_buyers_alone(api: httpx.AsyncClient, token: TokenFactory, stack: Stack) -> None:
