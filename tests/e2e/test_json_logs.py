@@ -11,6 +11,7 @@ import io
 import logging
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,7 @@ def test_a_library_that_prints_its_own_lines_is_routed_through_ours() -> None:
     assert any(type(h) is logging.StreamHandler for h in lib.handlers) or lib.propagate
     root = logging.getLogger()
     saved = root.handlers[:], root.level, lib.handlers[:], lib.propagate, lib.level
+    excepthook = sys.excepthook
     out = io.StringIO()
     try:
         # When the service sets up logging (its lines read here)
@@ -142,6 +144,8 @@ def test_a_library_that_prints_its_own_lines_is_routed_through_ours() -> None:
         logging.getLogger("weasyprint.progress").info("Step 1 - Fetching and parsing HTML")
     finally:
         root.handlers[:], level, lib.handlers[:], lib.propagate, lib_level = saved
+        sys.excepthook = excepthook  # setup_logging routes warnings and uncaught exceptions: not in pytest's process
+        logging.captureWarnings(False)
         root.setLevel(level)
         lib.setLevel(lib_level)
     # Then its warning is one of our JSON lines, and its INFO chatter is gone
