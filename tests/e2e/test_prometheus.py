@@ -1,9 +1,10 @@
 """The metrics of docs/contract.md reach a real Prometheus (Debian's, installed by
 infra/bootstrap.sh) from the three scrape targets: the api, the notifier and
 the scaler, whose target also carries its forked renderers' series. A ticket
-counts once however many renderers there are, the cluster gauges come from the
-scaler leader only (a standby scaler exports none), every panel of the Grafana
-dashboard returns data and every alert rule evaluates without error."""
+counts once however many renderers there are (two processes render the order
+here), the cluster gauges come from the scaler leader only (a standby scaler
+exports none), every panel of the Grafana dashboard returns data and every
+alert rule evaluates without error."""
 
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ import pytest
 import yaml
 from prometheus_client.core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from redis.asyncio import Redis
+from ticketry import streams
 from ticketry_devstack.procs import Proc, Stack, free_port, wait_port
 from ticketry_scaler.metrics import RenderersCollector
 
 from tests.chaos.support import wait_until
 from tests.conftest import TokenFactory, make_stack
-from tests.helpers import bearer, checkin_list, create_event, place_order, scan
+from tests.helpers import bearer, checkin_list, create_event, eventually, place_order, scan
 
 pytestmark = pytest.mark.e2e
 
@@ -38,6 +41,10 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "infra" / "grafana" / "ticketry-dashboard.json"
 RULES = sorted((ROOT / "infra" / "prometheus").glob("*.rules.yml"))
 TICKETS = 30  # more than a small order: the standard lane
+# The leader's renderers: two processes, reading a few entries at a time, so
+# both take part in one order and the scaler's /metrics sums their files.
+RENDERERS = 2
+STD_BATCH = 4
 CONTRACT = {
     "ticketry_orders_total", "ticketry_order_seconds", "ticketry_checkins_total", "ticketry_tickets_rendered_total",
     "ticketry_tickets_failed_total", "ticketry_render_seconds", "ticketry_stream_lag", "ticketry_stream_pending",
@@ -94,6 +101,22 @@ class Prometheus:
         return float(result[0]["value"][1]) if result else None
 
 
+async def renders_by_renderer(redis_url: str) -> dict[str, int]:
+    """Each live renderer's renders so far, from its heartbeat (refreshed every second)."""
+    client = Redis.from_url(redis_url)
+    try:
+        out: dict[str, int] = {}
+        async for key in client.scan_iter(match=streams.renderer_heartbeat("*")):
+            beat = await client.hgetall(key)
+            consumer = beat.get(streams.HEARTBEAT_CONSUMER.encode())
+            rendered = beat.get(streams.HEARTBEAT_RENDERED.encode())
+            if consumer is not None and rendered is not None:
+                out[consumer.decode()] = int(rendered)
+        return out
+    finally:
+        await client.aclose()
+
+
 def panel_queries() -> list[tuple[str, str]]:
     dash = json.loads(DASHBOARD.read_text())
     return [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
@@ -126,14 +149,15 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
     stack: Stack = await asyncio.to_thread(make_stack, tmp_path / "stack", 0)
     prom: Prometheus | None = None
     try:
-        # Given a scaler leading with its forked renderers, a standby scaler, and a
+        # Given a scaler leading with two forked renderers, a standby scaler, and a
         # Prometheus scraping the api, the notifier and both scalers
         leader_port, standby_port = free_port(), free_port()
         stack.start_service(
             "scaler",
             {
-                "TICKETRY_RENDERERS_MIN": "1",
-                "TICKETRY_RENDERERS_MAX": "2",
+                "TICKETRY_RENDERERS_MIN": str(RENDERERS),
+                "TICKETRY_RENDERERS_MAX": str(RENDERERS),
+                "TICKETRY_STD_BATCH": str(STD_BATCH),
                 "TICKETRY_SCALER_METRICS_PORT": str(leader_port),
             },
         )
@@ -145,11 +169,11 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
             ).start
         )
 
-        async def leading_with_a_renderer() -> bool:
+        async def leading_with_its_renderers() -> bool:
             running = await prom.scalar('max(ticketry_renderers{state="running"})')
-            return bool(running) and await prom.scalar("sum(ticketry_tickets_rendered_total)") is not None
+            return running == RENDERERS and await prom.scalar("sum(ticketry_tickets_rendered_total)") is not None
 
-        await wait_until(leading_with_a_renderer, 120)
+        await wait_until(leading_with_its_renderers, 120)
         standby = stack.procs["standby"] = Proc(
             "standby",
             stack.procs["scaler"].argv,
@@ -176,6 +200,8 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
         }
         unknown_before = await prom.scalar('sum(ticketry_checkins_total{outcome="unknown"})')
         assert rendered_before is not None and unknown_before is not None and None not in orders_before.values()
+        renders_before = await renders_by_renderer(stack.env["TICKETRY_REDIS_URL"])
+        assert len(renders_before) == RENDERERS, renders_before
 
         # When a buyer orders 30 tickets (accepted), more than are left (sold out) and
         # a tier the event does not have (rejected), and the door scans a forged code
@@ -203,6 +229,15 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
 
         await wait_until(scraped, 120)
         assert await prom.scalar("sum(ticketry_tickets_rendered_total)") == rendered_before + TICKETS
+
+        # (rendered by both renderer processes, the same ones as before the order)
+        async def renders_of_the_order() -> dict[str, int] | None:
+            now = await renders_by_renderer(stack.env["TICKETRY_REDIS_URL"])
+            done = {c: now[c] - renders_before.get(c, 0) for c in now}
+            return done if now.keys() == renders_before.keys() and sum(done.values()) >= TICKETS else None
+
+        done = await eventually(renders_of_the_order, "the renderers' heartbeats count the order")
+        assert sum(done.values()) == TICKETS and all(n > 0 for n in done.values()), done
         assert await prom.scalar("sum(ticketry_tickets_failed_total)") == 0
         for outcome, before in orders_before.items():
             assert await prom.scalar(f'sum(ticketry_orders_total{{outcome="{outcome}"}})') == before + 1, outcome  # type: ignore[operator]
