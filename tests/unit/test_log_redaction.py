@@ -11,6 +11,7 @@ import asyncio
 import io
 import logging
 import sys
+import threading
 from collections.abc import Iterator
 
 import orjson
@@ -37,9 +38,12 @@ def clean_logging() -> Iterator[None]:
     handlers, level = root.handlers[:], root.level
     factory = logging.getLogRecordFactory()
     access = logging.getLogger("uvicorn.access").disabled
+    hooks = sys.excepthook, threading.excepthook, sys.unraisablehook
     try:
         yield
     finally:
+        sys.excepthook, threading.excepthook, sys.unraisablehook = hooks
+        logging.captureWarnings(False)
         root.handlers[:] = handlers
         root.setLevel(level)
         logging.setLogRecordFactory(factory)

@@ -54,6 +54,10 @@ class CommonSettings(JwtSettings):
     )
     keys_dir: Path = Path(".data/keys")
     log_level: str = "INFO"
+    # Read from the environment before the settings (so a refused start logs in it too).
+    log_format: Literal["json", "console"] = Field(
+        default="json", description="`json`: one JSON object per line; `console`: one readable line, for people"
+    )
     # Finished trace spans as JSON lines (see ticketry.tracing); OTLP via OTEL_* vars.
     trace_file: Path | None = None
     render_max_attempts: int = Field(default=5, ge=1)

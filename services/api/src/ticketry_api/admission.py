@@ -42,7 +42,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.backoff import ExponentialBackoff
 from redis.driver_info import DriverInfo
 from starlette.types import ASGIApp, Receive, Scope, Send
-from ticketry.db import BudgetRetry
+from ticketry.db import REDIS_CONNECT_TIMEOUT_S, BudgetRetry
 
 from ticketry_api.errors import PROBLEM
 
@@ -269,7 +269,7 @@ def bounded_redis(url: str, *, max_connections: int, wait_s: float, timeout_s: f
         retry_on_error=[redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError],
         health_check_interval=15,
         socket_timeout=timeout_s,
-        socket_connect_timeout=5.0,
+        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
         driver_info=DriverInfo(),
     )
     return Redis.from_pool(pool)

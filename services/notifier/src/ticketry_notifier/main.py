@@ -19,7 +19,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from ticketry.auth import TokenVerifier
-from ticketry.db import connect_mongo
+from ticketry.db import REDIS_CONNECT_TIMEOUT_S, connect_mongo
 from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
@@ -44,7 +44,7 @@ def connect_redis(settings: NotifierSettings) -> Redis:
         retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
         health_check_interval=15,
         socket_timeout=30.0,
-        socket_connect_timeout=5.0,
+        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
     )
     return Redis.from_pool(pool)
 
