@@ -48,8 +48,8 @@ def token(sub: str) -> str:
 
 async def outcome(url: str) -> tuple[str, int | None, str]:
     """The socket's first message type, or ``("closed", code, reason)``; the
-    deadline only bounds a hang (the notifier gives up on Redis after its
-    client's retries, ~35 s)."""
+    deadline only bounds a hang (a handshake gives up on Redis after its
+    request budget, ``db.REQUEST_RETRY_BUDGET_S``)."""
     try:
         async with asyncio.timeout(150), websockets.connect(url) as ws:
             msg: dict[str, Any] = orjson.loads(await ws.recv())

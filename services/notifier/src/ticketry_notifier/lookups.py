@@ -20,6 +20,7 @@ from prometheus_client import Counter
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from ticketry import streams
+from ticketry.db import request_budget
 from ticketry.replies import as_text
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,8 @@ class ProgressReads:
                 for order_id in batch:
                     del self._waiting[order_id]
                 try:
-                    results = await self._read(list(batch))
+                    with request_budget():  # a handshake waits ~0.5 s for Redis, then 1013
+                        results = await self._read(list(batch))
                 except (RedisError, OSError) as exc:
                     log.warning("handshake read failed", extra={"orders": len(batch), "error": str(exc)[:200]})
                     _fail(batch, Unavailable(str(exc)[:200]))

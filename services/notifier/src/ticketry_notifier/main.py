@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 
 import uvicorn
 from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 from starlette.applications import Starlette
@@ -19,7 +18,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from ticketry.auth import TokenVerifier
-from ticketry.db import REDIS_CONNECT_TIMEOUT_S, connect_mongo
+from ticketry.db import REDIS_CONNECT_TIMEOUT_S, BudgetRetry, connect_mongo
 from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
@@ -40,7 +39,7 @@ def connect_redis(settings: NotifierSettings) -> Redis:
         settings.redis_url,
         max_connections=settings.notifier_redis_pool,
         timeout=settings.notifier_redis_wait_s,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
+        retry=BudgetRetry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
         retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
         health_check_interval=15,
         socket_timeout=30.0,

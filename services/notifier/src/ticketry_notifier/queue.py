@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import logging
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from redis.exceptions import RedisError
 from starlette.websockets import WebSocket
 from ticketry import streams
 from ticketry.auth import QUEUE_SCOPE, AuthError, verify_bearer_or_link
+from ticketry.db import request_budget
 from ticketry.ids import is_valid_id
 from ticketry.replies import as_text
 from ticketry.retry import Retrying
@@ -311,7 +313,8 @@ class Rooms:
             self.unsubscribe(s)
             raise
         if watch.task is None or watch.task.done():
-            watch.task = asyncio.create_task(watch.run())
+            # A context of its own: the watch outlives this socket's handshake budget.
+            watch.task = asyncio.create_task(watch.run(), context=contextvars.Context())
         return watch
 
     def unsubscribe(self, s: QueueSocket) -> None:
@@ -357,7 +360,8 @@ async def _queue_progress(ws: WebSocket) -> None:
     except AuthError:
         await _close(ws, handshake.UNAUTHORIZED)
         return
-    event_id, buyer = await _place_of(rooms.redis, queue_id)
+    with request_budget():  # Redis down: 1013 in about a second, not after ~35 s of retries
+        event_id, buyer = await _place_of(rooms.redis, queue_id)
     if not event_id or buyer != who.sub:
         await _close(ws, Close(4404, "queue place not found", "not_found"))
         return
@@ -368,9 +372,10 @@ async def _queue_progress(ws: WebSocket) -> None:
     sock = QueueSocket(ws, queue_id, event_id, buyer)
     timer: asyncio.TimerHandle | None = None
     try:
-        await rooms.subscribe(sock)
-        timer = expiry_timer(creds.token, app.verifier.leeway_s, sock.expire)
-        await send_first(rooms.redis, sock)
+        with request_budget():
+            await rooms.subscribe(sock)
+            timer = expiry_timer(creds.token, app.verifier.leeway_s, sock.expire)
+            await send_first(rooms.redis, sock)
         await _until_closed(ws, sock)
     finally:
         if timer is not None:

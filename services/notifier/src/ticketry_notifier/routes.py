@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket
 from ticketry import streams
 from ticketry.auth import ORDER_SCOPE, AuthError, Principal, TokenVerifier, verify_bearer_or_link
-from ticketry.db import entries_of
+from ticketry.db import entries_of, request_budget
 from ticketry.ids import is_valid_id
 
 from ticketry_notifier import core, handshake, orders
@@ -89,7 +89,8 @@ async def _progress(ws: WebSocket, app: Notifier) -> None:
     app.hub.subscribe(session)
     timer: asyncio.TimerHandle | None = None
     try:
-        close = await _open(app, ws, session, who.owns, after)
+        with request_budget():  # Redis down: 1013 in about a second, not after ~35 s of retries
+            close = await _open(app, ws, session, who.owns, after)
         if close is not None:
             await _refuse(ws, close)
             return
