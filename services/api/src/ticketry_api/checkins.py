@@ -10,8 +10,9 @@ A scan is judged in this order, each step refusing with its own answer:
    an offline scanner judges it the same way;
 4. the order's fate: the first admission of any of its tickets decides
    ``used``, and a cancelled order's tickets never admit (404, as unknown);
-5. one admission per ticket and list, by a unique ``_id`` (409 ``already``),
-   however many scans race.
+5. one admission per ticket and list, by a unique ``_id`` (409 ``already``,
+   with the first ``checked_in_at``, the holder's name and the tier), however
+   many scans race.
 
 With a ``nonce`` the answer is kept under it: the same upload again (an
 offline scanner retrying) gets the first answer, never a second check-in.
@@ -113,7 +114,10 @@ async def _admit(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: 
         await attempt(ticket.id, "already_checked_in")
         raise Problem(
             409, "already checked in", f"checked in at {at.isoformat()}", kind="already-checked-in",
-            extra={"ticket_id": ticket.id, "checked_in_at": at.isoformat()},
+            extra={
+                "ticket_id": ticket.id, "checked_in_at": at.isoformat(),
+                "holder_name": ticket.holder_name, "tier": ticket.tier,
+            },
         )  # fmt: skip
     # The ticket's first admission on any list makes it checked_in (a duplicate: not its first).
     first_any = Checkin(id=ticket.id, order_id=ticket.order_id, staff_id=who.sub, list_id=lst.id, at=now)

@@ -23,9 +23,9 @@ async def check_in(
     body: CheckinIn, state: State, who: Annotated[Principal, Depends(rate_limited("checkins", "staff"))]
 ) -> JSONResponse:
     """Admit a ticket on a check-in list: 200 once per ticket and list; 409
-    ``already`` (naming the first ``checked_in_at``) or ``wrong-list``; 404 for
-    an unknown, forged or cancelled code. The same ``nonce`` again gets the
-    first answer again."""
+    ``already`` (naming the first ``checked_in_at``, the ``holder_name`` and
+    the ``tier``) or ``wrong-list``; 404 for an unknown, forged or cancelled
+    code. The same ``nonce`` again gets the first answer again."""
     lst = await checkins.list_for(state.db, body.list_id, who)
     result = await checkins.scan_once(state.db, state.keyring, lst, body.code, who, body.nonce)
     metrics.CHECKINS.labels(result.outcome).inc()

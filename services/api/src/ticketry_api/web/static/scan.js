@@ -134,17 +134,19 @@
   // --- showing an answer ------------------------------------------------------
   const VERDICT = { admitted: "Admitted", already: "Already checked in", wrong_list: "Wrong list", unknown: "Unknown code" };
 
-  function show(outcome, holder, detail) {
+  // An answer: its verdict, the guest's name and the ticket's tier (by id), and a detail.
+  function show(outcome, holder, detail, tier) {
     const box = $("result");
+    const tierText = tierName(tier);
     box.dataset.outcome = outcome;
     $("verdict").textContent = VERDICT[outcome] || outcome;
     $("holder").textContent = holder || "";
-    $("detail").textContent = detail || "";
+    $("detail").textContent = [tierText, detail].filter(Boolean).join(" · ");
     beep(outcome);
     // The last scans, newest first: what the door saw when a guest asks.
     const li = document.createElement("li");
     li.dataset.outcome = outcome;
-    li.textContent = new Date().toLocaleTimeString() + " · " + (VERDICT[outcome] || outcome) + (holder ? " · " + holder : "");
+    li.textContent = [new Date().toLocaleTimeString(), VERDICT[outcome] || outcome, holder, tierText].filter(Boolean).join(" · ");
     const history = $("history");
     history.prepend(li);
     while (history.childElementCount > 20) history.lastElementChild.remove();
@@ -272,14 +274,14 @@
     try { body = await r.json(); } catch (e) { body = {}; }
     if (r.status === 200) {
       rememberAdmitted(body.ticket_id);
-      show("admitted", body.holder_name, tierName(body.tier));
+      show("admitted", body.holder_name, "", body.tier);
     } else if (r.status === 409 && String(body.type || "").endsWith("/wrong-list")) {
-      show("wrong_list", "", (body.detail || "") + " " + tierName(body.tier));
+      show("wrong_list", "", body.detail || "", body.tier);
     } else if (r.status === 409 && body.checked_in_at) {
       rememberAdmitted(body.ticket_id);
-      show("already", "", "First checked in at " + timeOf(body.checked_in_at) + ".");
+      show("already", body.holder_name, "First checked in at " + timeOf(body.checked_in_at) + ".", body.tier);
     } else if (r.status === 409) {
-      show("already", "", body.detail || "");
+      show("already", body.holder_name, body.detail || "", body.tier);
     } else if (r.status === 401 || r.status === 403) {
       show("unknown", "", r.status === 401 ? "This device's token is no longer valid: sign in again." : "This token may not scan on this list.");
       if (r.status === 401) setup("The staff token is invalid or expired.");
@@ -293,7 +295,7 @@
     const judged = await judge(code);
     const note = "Offline: judged on this device; it uploads when the network is back.";
     if (judged.outcome !== "admitted") {
-      show(judged.outcome, "", [judged.detail, tierName(judged.tier)].filter(Boolean).join(" "));
+      show(judged.outcome, "", judged.detail, judged.tier);
       return;
     }
     const known = await keptTicket(judged.ticket);
@@ -302,12 +304,12 @@
       return;
     }
     if (admittedHere().has(judged.ticket)) {
-      show("already", known ? known.holder : judged.ticket, "Already admitted by this device. " + tierName(judged.tier));
+      show("already", known ? known.holder : judged.ticket, "Already admitted by this device.", judged.tier);
       return;
     }
     if (known && known.status === "checked_in") {
       const when = known.at ? " at " + timeOf(known.at) : "";
-      show("already", known.holder, "First checked in" + when + " (as of this device's last download). " + tierName(judged.tier));
+      show("already", known.holder, "First checked in" + when + " (as of this device's last download).", judged.tier);
       return;
     }
     rememberAdmitted(judged.ticket);
@@ -315,15 +317,14 @@
     queue.push({ code, list_id: listId, nonce, ticket: judged.ticket, tier: judged.tier, at: new Date().toISOString() });
     save(K.queue, queue);
     if (known) {
-      show("admitted", known.holder, tierName(judged.tier) + " · " + note);
+      show("admitted", known.holder, note, judged.tier);
     } else {
       // A genuine code of a ticket the kept list does not have (sold after its
       // download, or none kept): admitted, green, without a name, as pretixSCAN
       // does (libpretixsync's checkOfflineWithoutData: a valid signature, not
       // revoked, of a product the list admits is VALID). The signature, the
       // revocations and the list's tiers judge a code; the kept tickets only name it.
-      show("admitted", "Name unknown", "Not in this device's ticket list (sold after its last download?). "
-        + tierName(judged.tier) + " · " + note);
+      show("admitted", "Name unknown", "Not in this device's ticket list (sold after its last download?) · " + note, judged.tier);
     }
     showQueue();
   }
