@@ -28,6 +28,7 @@ from prometheus_client.core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from redis.asyncio import Redis
 from ticketry import streams
+from ticketry.replies import as_text
 from ticketry_devstack.procs import Proc, Stack, free_port, wait_port
 from ticketry_scaler.metrics import RenderersCollector
 
@@ -107,11 +108,9 @@ async def renders_by_renderer(redis_url: str) -> dict[str, int]:
     try:
         out: dict[str, int] = {}
         async for key in client.scan_iter(match=streams.renderer_heartbeat("*")):
-            beat = await client.hgetall(key)
-            consumer = beat.get(streams.HEARTBEAT_CONSUMER.encode())
-            rendered = beat.get(streams.HEARTBEAT_RENDERED.encode())
-            if consumer is not None and rendered is not None:
-                out[consumer.decode()] = int(rendered)
+            beat = {as_text(k): as_text(v) for k, v in (await client.hgetall(key)).items()}
+            if streams.HEARTBEAT_CONSUMER in beat and streams.HEARTBEAT_RENDERED in beat:
+                out[beat[streams.HEARTBEAT_CONSUMER]] = int(beat[streams.HEARTBEAT_RENDERED])
         return out
     finally:
         await client.aclose()
@@ -224,7 +223,8 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
             return (
                 now is not None and now - rendered_before >= TICKETS
                 and checkins is not None and checkins > unknown_before
-                and all(n is not None and n > b for n, b in zip(orders, orders_before.values(), strict=True))
+                and all(n is not None and b is not None and n > b
+                        for n, b in zip(orders, orders_before.values(), strict=True))
             )  # fmt: skip
 
         await wait_until(scraped, 120)
