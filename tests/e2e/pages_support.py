@@ -172,3 +172,58 @@ BARCODE_DETECTOR_STAND_IN = """
   window.BarcodeDetector = BarcodeDetector;
 })();
 """
+
+
+# A stand-in for the browser's Web Audio ``AudioContext`` (headless Chromium
+# plays to no speaker): it replaces a browser API, never our infrastructure.
+# It records what the page schedules instead of playing it: each read of
+# ``currentTime`` begins one sound (the page reads it once per sound, then
+# schedules its tones from it), labelled with the answer the page shows at
+# that moment (``#result``'s ``data-outcome``); each tone is its waveform,
+# frequency, start (from the sound's beginning) and length. What it heard is in
+# ``window.__sounds``.
+AUDIO_STAND_IN = """
+(() => {
+  const sounds = [];
+  window.__sounds = sounds;
+  const round = (x) => Math.round(x * 1000) / 1000;
+  class Param {
+    constructor() { this.value = 0; }
+    setValueAtTime() { return this; }
+    linearRampToValueAtTime() { return this; }
+    exponentialRampToValueAtTime() { return this; }
+  }
+  class Node {
+    connect(next) { return next; }
+    disconnect() {}
+  }
+  class AudioContext {
+    constructor() {
+      this.state = "running";
+      this.destination = new Node();
+      this.clock = 0;
+    }
+    get currentTime() {
+      const result = document.getElementById("result");
+      sounds.push({ outcome: result ? result.dataset.outcome : "", tones: [] });
+      this.clock += 10;
+      return this.clock;
+    }
+    resume() { this.state = "running"; return Promise.resolve(); }
+    createGain() { return Object.assign(new Node(), { gain: new Param() }); }
+    createOscillator() {
+      const ctx = this;
+      const sound = sounds[sounds.length - 1];
+      const osc = Object.assign(new Node(), { type: "sine", frequency: new Param(), begins: 0 });
+      osc.start = (at) => { osc.begins = at; };
+      osc.stop = (at) => {
+        const tone = [osc.type, osc.frequency.value, round(osc.begins - ctx.clock), round(at - osc.begins)];
+        if (sound) sound.tones.push(tone);
+      };
+      return osc;
+    }
+  }
+  window.AudioContext = AudioContext;
+  window.webkitAudioContext = AudioContext;
+})();
+"""

@@ -27,11 +27,12 @@ import websockets
 from playwright.async_api import Page, WebSocket, expect
 from ticketry.auth import issue_token
 from ticketry.settings import DEV_JWT_SECRET
+from ticketry_api.web.assets import STATIC
 from ticketry_devstack.procs import Stack
 from websockets.typing import Subprotocol
 
 from tests.conftest import TokenFactory, make_stack
-from tests.e2e.pages_support import BARCODE_DETECTOR_STAND_IN, WAIT_MS, browser, qr_picture, write_y4m
+from tests.e2e.pages_support import AUDIO_STAND_IN, BARCODE_DETECTOR_STAND_IN, WAIT_MS, browser, qr_picture, write_y4m
 from tests.helpers import bearer, checkin_list, create_event, decode_qr, eventually, place_order, scan
 
 pytestmark = pytest.mark.e2e
@@ -180,6 +181,36 @@ async def test_buyers_page_follows_50_tickets_through_a_notifier_restart(
             await sockets.wait_for("snapshot")
             # Then the link left the address bar at once
             assert "#" not in page.url and link not in page.url
+            # ...and the progress bar has a name and says how far the order is
+            bar = page.get_by_role("progressbar")
+            await expect(bar).to_have_accessible_name("Preparing your tickets")
+            await expect(bar).to_have_attribute("aria-valuenow", "0")
+            await expect(bar).to_have_attribute("aria-valuetext", "0 / 50 tickets ready")
+
+            # When a renderer makes part of the order and goes (it exits after its first tickets)
+            part = await asyncio.to_thread(held.start_renderer, {"TICKETRY_MAX_JOBS": "5", "TICKETRY_VIP_BATCH": "5"})
+            assert part.popen is not None
+            assert await asyncio.to_thread(part.popen.wait, WAIT_MS / 1000) == 0
+            links = page.locator("a[data-testid=ticket-link]")
+
+            def pushed() -> set[str]:
+                return {m["ticket_id"] for msgs in sockets.messages for m in msgs if m["type"] == "ticket.rendered"}
+
+            async def shown_as_made() -> int | None:
+                made: int = (await api.get(f"/v1/orders/{order['id']}", headers=bearer(buyer))).json()["rendered"]
+                shown = (len(pushed()), await links.count(), await progress.text_content())
+                return made if made and shown == (made, made, f"{made} / 50") else None
+
+            # Then each ticket made so far has its link and is counted, as its message comes
+            made = await eventually(shown_as_made, "the page shows each ticket made so far")
+            early = pushed()
+            hrefs = {await a.get_attribute("href") for a in await links.all()}
+            assert hrefs == {f"/o/{order['id']}/tickets/{t}.pdf" for t in early}
+            # ...before the order is complete (no renderer is left: it stays incomplete)
+            assert made < 50 and not [m for msgs in sockets.messages for m in msgs if m["type"] == "order.completed"]
+            await expect(status).to_have_text("processing")
+            await expect(bar).to_have_attribute("aria-valuenow", str(made))
+            await expect(bar).to_have_attribute("aria-valuetext", f"{made} / 50 tickets ready")
 
             # When the notifier goes away, the whole order renders meanwhile, and it comes back
             await asyncio.to_thread(held.procs["notifier"].stop)
@@ -191,14 +222,16 @@ async def test_buyers_page_follows_50_tickets_through_a_notifier_restart(
             # Then the page resumes where its socket stopped and misses no ticket
             await expect(status).to_have_text("completed")
             await expect(progress).to_have_text("50 / 50")
-            links = page.locator("a[data-testid=ticket-link]")
             await expect(links).to_have_count(50)
             hrefs = {await a.get_attribute("href") for a in await links.all()}
             assert hrefs == {f"/o/{order['id']}/tickets/{t}.pdf" for t in order["tickets"]}
             resumed = [n for n, u in enumerate(sockets.urls) if "after=" in u]
             assert resumed, sockets.urls
             delivered = {m["ticket_id"] for n in resumed for m in sockets.messages[n] if m["type"] == "ticket.rendered"}
-            assert delivered == set(order["tickets"]), sockets.summary()
+            assert delivered >= set(order["tickets"]) - early, sockets.summary()
+            await expect(bar).to_have_accessible_name("Your tickets are ready")
+            await expect(bar).to_have_attribute("aria-valuenow", "50")
+            await expect(bar).to_have_attribute("aria-valuetext", "50 / 50 tickets ready")
             # ...and the link was never in a URL (the socket took it as a subprotocol)
             assert not [u for u in requested + sockets.urls if link in u]
 
@@ -214,7 +247,7 @@ async def test_buyers_page_follows_50_tickets_through_a_notifier_restart(
             assert pdf_pages(everything) == 50
 
             # Readable on a phone: nothing wider than its 360 px
-            assert await page.evaluate("document.documentElement.scrollWidth") <= 360
+            assert await page.evaluate("document.scrollingElement.scrollWidth") <= 360
             await page.screenshot(path=screenshot_dir(tmp_path) / "order-page-360.png")
             assert not errors, errors
 
@@ -408,7 +441,7 @@ async def test_scanner_camera_admits_then_already_and_refuses_another_events_tic
     event = await create_event(api, org, capacity=50, tiers=TIERS)
     elsewhere = await create_event(api, org, capacity=50, name="Another Night")
     door = await checkin_list(api, org, event["id"], name="Main door")
-    order = (await place_order(api, buyer, event["id"], 1, holder_name="Łukasz Żółć")).json()
+    order = (await place_order(api, buyer, event["id"], 1, tier="vip", holder_name="Łukasz Żółć")).json()
     foreign = (await place_order(api, buyer, elsewhere["id"], 1)).json()
     [(pdf, code)] = await ticket_codes(api, order, buyer)
     [(_, foreign_code)] = await ticket_codes(api, foreign, buyer)
@@ -418,24 +451,34 @@ async def test_scanner_camera_admits_then_already_and_refuses_another_events_tic
 
     async with browser(tmp_path / "profile", camera=camera) as context:
         page = await context.new_page()
-        # When door staff open the scanner link and turn the camera on
+        await page.add_init_script(AUDIO_STAND_IN)  # what the page plays, recorded
+        # When door staff open the scanner link (it keeps the door's tickets: the tiers' names) and turn the camera on
         await page.goto(f"{stack.api_url}/scan#token={staff}&list={door}")
         await expect(page.get_by_role("heading", level=1)).to_have_text("Main door")
         assert "#" not in page.url  # token and list went to the device, not the address bar
+        await expect(page.get_by_test_id("scan-sync")).to_have_attribute("data-state", "kept")
         await page.get_by_test_id("camera-start").click()
         # Chromium on Linux has no BarcodeDetector: the frames go to the vendored jsQR
         detector = await page.evaluate("'BarcodeDetector' in window")
         await expect(page.locator("#camera-note")).to_contain_text("built-in detector" if detector else "jsQR")
         result, history = page.get_by_test_id("scan-result"), page.locator("[data-testid=scan-history] li")
 
-        # Then the ticket is admitted, with its holder and tier; held in view, it is then already in
+        # Then the ticket is admitted, with its holder and tier; held in view, it is then already in, named too
         await expect(history.last).to_have_attribute("data-outcome", "admitted")
         await expect(history.last).to_contain_text("Łukasz Żółć")
+        await expect(history.last).to_contain_text("VIP Lounge")
         await expect(history.first).to_have_attribute("data-outcome", "already")
+        await expect(history.first).to_contain_text("Łukasz Żółć")
+        await expect(history.first).to_contain_text("VIP Lounge")
         await expect(result).to_have_attribute("data-outcome", "already")
+        await expect(page.locator("#holder")).to_have_text("Łukasz Żółć")
+        await expect(page.locator("#detail")).to_contain_text("Tier: VIP Lounge")
         await page.get_by_test_id("camera-start").click()  # the camera off again
-        # (the server agrees: one check-in)
-        assert (await scan(api, staff, code, door)).status_code == 409
+        # (the server agrees: one check-in; its answer names the holder and tier)
+        again = await scan(api, staff, code, door)
+        assert again.status_code == 409 and again.headers["content-type"] == "application/problem+json"
+        assert again.json()["type"].endswith("/already-checked-in"), again.text
+        assert (again.json()["holder_name"], again.json()["tier"]) == ("Łukasz Żółć", "vip"), again.text
 
         # When a ticket of another event is typed in, it is the wrong list
         await page.get_by_test_id("scan-input").fill(foreign_code)
@@ -445,7 +488,23 @@ async def test_scanner_camera_admits_then_already_and_refuses_another_events_tic
         await page.get_by_label("Ticket code").fill(code[:-4] + ("AAAA" if not code.endswith("AAAA") else "BBBB"))
         await page.get_by_test_id("scan-submit").click()
         await expect(result).to_have_attribute("data-outcome", "unknown")
+        # Readable on a phone: nothing wider than its 360 px, the last scans open
+        await page.get_by_text("Last scans").click()
+        await expect(history.first).to_be_visible()
+        assert await page.evaluate("document.scrollingElement.scrollWidth") <= 360
         await page.screenshot(path=screenshot_dir(tmp_path) / "scan-page-360.png")
+
+        # Every answer shown sounded once (the history keeps the last 20), each outcome its own tones
+        sounds: list[dict[str, Any]] = await page.evaluate("window.__sounds")
+        shown = await history.evaluate_all("rows => rows.map((li) => li.dataset.outcome)")
+        heard = [s["outcome"] for s in reversed(sounds)]
+        assert heard[: len(shown)] == shown and (len(heard) == len(shown) or len(shown) == 20), (heard, shown)
+        patterns: dict[str, set[tuple[tuple[Any, ...], ...]]] = {}
+        for s in sounds:
+            patterns.setdefault(s["outcome"], set()).add(tuple(tuple(t) for t in s["tones"]))
+        assert set(patterns) == {"admitted", "already", "wrong_list", "unknown"}, patterns
+        assert all(len(p) == 1 and () not in p for p in patterns.values()), patterns
+        assert len({min(p) for p in patterns.values()}) == len(patterns), patterns
 
 
 async def test_scanner_camera_uses_the_browsers_barcode_detector_where_there_is_one(
@@ -503,6 +562,10 @@ async def test_scanner_offline_admits_locally_uploads_later_and_reports_a_confli
     [(_, first), (_, second)] = await ticket_codes(api, order, buyer)
     foreign = (await place_order(api, buyer, elsewhere["id"], 1)).json()
     [(_, foreign_code)] = await ticket_codes(api, foreign, buyer)
+    # ...and a ticket whose order was cancelled (the page learns it from the event's revocations)
+    gone = (await place_order(api, buyer, event["id"], 1)).json()
+    [(_, cancelled_code)] = await ticket_codes(api, gone, buyer)
+    assert (await api.post(f"/v1/orders/{gone['id']}/cancel", headers=bearer(buyer))).status_code == 200
     staff = staff_token("pages-door-4", [event["id"]])
 
     async with browser(tmp_path / "profile") as context:
@@ -528,7 +591,14 @@ async def test_scanner_offline_admits_locally_uploads_later_and_reports_a_confli
         await code_box.fill(foreign_code)
         await submit.click()
         await expect(result).to_have_attribute("data-outcome", "wrong_list")
+        # ...and the cancelled ticket is refused as unknown, and nothing of it waits to be uploaded
+        await code_box.fill(cancelled_code)
+        await submit.click()
+        await expect(result).to_have_attribute("data-outcome", "unknown")
+        await expect(page.locator("#detail")).to_have_text("Cancelled.")
         await expect(queue).to_have_attribute("data-count", "2")
+        queued = await page.evaluate("localStorage.getItem('ticketry.scan.queue')")
+        assert [q["ticket"] for q in orjson.loads(queued)] == order["tickets"], queued
         # ...while another door, online, admits the second ticket first
         assert (await scan(api, staff_token("pages-door-5", [event["id"]]), second, door)).status_code == 200
 
@@ -543,9 +613,18 @@ async def test_scanner_offline_admits_locally_uploads_later_and_reports_a_confli
         # (the server holds the first ticket as checked in by this door's upload)
         again = await scan(api, staff, first, door)
         assert again.status_code == 409 and "checked_in_at" in again.json()
-        # ...and after the page is opened again and uploads once more, still once
+        assert await page.evaluate("document.scrollingElement.scrollWidth") <= 360  # a conflict shown, on a phone
+
+        # When the device uploads both scans once more (as one that lost the answers would,
+        # the same nonces), then the server answers as the first time: still one conflict
+        await page.evaluate("q => localStorage.setItem('ticketry.scan.queue', q)", queued)
         await page.reload()
         await expect(page.get_by_role("heading", level=1)).to_have_text("North door")
+
+        async def uploaded() -> bool:
+            return bool(await page.evaluate("localStorage.getItem('ticketry.scan.queue')") == "[]")
+
+        await eventually(uploaded, "the scans are uploaded once more")
         await expect(queue).to_have_attribute("data-count", "0")
         await expect(page.get_by_test_id("scan-conflict")).to_have_count(1)
 
@@ -568,3 +647,8 @@ async def test_scanner_routes_keep_to_the_staff_tokens_events(api: httpx.AsyncCl
     assert revoked.status_code == 200
     assert cancelled["id"] in revoked.json()["orders"] and kept["id"] not in revoked.json()["orders"]
     assert (await api.get(f"/v1/events/{event['id']}/revocations", headers=bearer(stranger))).status_code == 403
+    # The scanner's vendored decoder is served with its licence beside it
+    for name, media in (("jsQR.js", "text/javascript"), ("LICENSE", "text/plain")):
+        got = await api.get(f"/assets/vendor/jsqr/{name}")
+        assert got.status_code == 200 and got.headers["content-type"].startswith(media), got.text
+        assert got.content == (STATIC / "vendor" / "jsqr" / name).read_bytes()
