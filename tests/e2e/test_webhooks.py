@@ -444,30 +444,42 @@ async def test_a_dead_letter_is_redriven_once_the_shop_is_back(
     shop.secrets["/down"] = hook["secret"]
     shop.down.add("/down")
 
-    # When an order completes
-    r = await place_order(hapi, buyer, event["id"], 1)
-    assert r.status_code == 202, r.text
-    order = r.json()
+    # When two orders complete
+    orders = []
+    for _ in range(2):
+        r = await place_order(hapi, buyer, event["id"], 1)
+        assert r.status_code == 202, r.text
+        orders.append(r.json())
+    order, dropped = orders
 
     def dead_of_hook() -> list[dict[str, Any]]:
         listed = ctl(hooks_stack, "webhooks", "dead", "--json")
         assert listed.returncode == 0, listed.stderr
         return [d for d in orjson.loads(listed.stdout) if d.get("endpoint_id") == hook["id"]]
 
+    def endpoints() -> list[dict[str, Any]]:
+        listed = ctl(hooks_stack, "webhooks", "list", "--event", event["id"], "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert hook["secret"] not in listed.stdout
+        items: list[dict[str, Any]] = orjson.loads(listed.stdout)
+        return items
+
     redis = redis_of(hooks_stack)
     try:
 
         async def dead_lettered() -> bool:
             entries = await redis.xrange(streams.WEBHOOK_DEAD)
-            return any(f.get(b"endpoint") == hook["id"].encode() for _, f in entries)
+            return sum(f.get(b"endpoint") == hook["id"].encode() for _, f in entries) == 2
 
         await wait_until(dead_lettered, WAIT_S)
     finally:
         await redis.aclose()
 
-    # Then after the last attempt it is a dead letter with every attempt's history
-    (dead,) = await asyncio.to_thread(dead_of_hook)
-    assert (dead["type"], dead["order_id"], dead["attempts"]) == ("order.completed", order["id"], MAX_ATTEMPTS)
+    # Then after the last attempt each is a dead letter with every attempt's history
+    by_order = {d["order_id"]: d for d in await asyncio.to_thread(dead_of_hook)}
+    assert set(by_order) == {order["id"], dropped["id"]}
+    dead, doomed = by_order[order["id"]], by_order[dropped["id"]]
+    assert (dead["type"], dead["attempts"]) == ("order.completed", MAX_ATTEMPTS)
     assert dead["reason"].startswith(f"gave up after {MAX_ATTEMPTS} attempt(s); last: ")
     # (an attempt that a busy machine kept from the shop past the timeout is a timeout, not a 500)
     outcomes = [h.split(" at ")[0] for h in dead["history"]]
@@ -475,24 +487,41 @@ async def test_a_dead_letter_is_redriven_once_the_shop_is_back(
     for i, outcome in enumerate(outcomes, 1):
         assert outcome in (f"attempt {i}: HTTP 500", f"attempt {i}: timed out after {TIMEOUT_S} s"), outcomes
     tried = shop.of("/down")
-    assert 1 <= len(tried) <= MAX_ATTEMPTS and {a.answer for a in tried} == {500}
-    assert {a.msg_id for a in tried} == {dead["webhook_id"]}
+    assert 2 <= len(tried) <= 2 * MAX_ATTEMPTS and {a.answer for a in tried} == {500}
+    assert {a.msg_id for a in tried} == {dead["webhook_id"], doomed["webhook_id"]}
     assert shop.got("/down", "order.completed", order["id"]) == []
     status = orjson.loads((await asyncio.to_thread(ctl, hooks_stack, "status", "--json")).stdout)
-    assert status["dead_letters"]["webhooks"] >= 1
+    assert status["dead_letters"]["webhooks"] >= 2
+    # And the operator's list shows the endpoint with its two dead letters, never its secret
+    (shown,) = await asyncio.to_thread(endpoints)
+    assert (shown["id"], shown["url"], shown["types"]) == (hook["id"], shop.endpoint("/down"), ["order.completed"])
+    assert (shown["dead_letters"], shown["retries_waiting"]) == (2, 0) and "secret" not in shown
+    plain = await asyncio.to_thread(ctl, hooks_stack, "webhooks", "list", "--event", event["id"])
+    assert plain.returncode == 0 and hook["id"] in plain.stdout and "1 endpoint(s)" in plain.stdout, plain.stdout
+    assert hook["secret"] not in plain.stdout + plain.stderr
 
-    # When the shop is back and the operator re-drives it (twice)
+    # When the shop is back, the operator re-drives one (twice) and deletes the other (twice)
     shop.down.discard("/down")
     first = await asyncio.to_thread(ctl, hooks_stack, "webhooks", "redrive", dead["id"])
     second = await asyncio.to_thread(ctl, hooks_stack, "webhooks", "redrive", dead["id"])
     assert first.returncode == 0 and "re-driven" in first.stdout, first.stdout + first.stderr
     assert second.returncode == 1 and "not found" in second.stdout
+    every = await asyncio.to_thread(ctl, hooks_stack, "webhooks", "delete", "--all")
+    assert every.returncode == 2 and "--yes" in every.stderr, every.stdout + every.stderr
+    gone = await asyncio.to_thread(ctl, hooks_stack, "webhooks", "delete", doomed["id"])
+    again = await asyncio.to_thread(ctl, hooks_stack, "webhooks", "delete", doomed["id"])
+    assert gone.returncode == 0 and f"{doomed['id']}: deleted" in gone.stdout, gone.stdout + gone.stderr
+    assert again.returncode == 1 and "not found" in again.stdout
 
-    # Then the shop gets it, with the same webhook-id, and processes it once
+    # Then the shop gets the re-driven one, with the same webhook-id, and processes it once
     await wait_until(lambda: _true(shop.got("/down", "order.completed", order["id"])), WAIT_S)
     ((msg_id, body),) = shop.got("/down", "order.completed", order["id"])
     assert msg_id == dead["webhook_id"] and body["data"]["rendered"] == 1
+    # And no dead letter of the endpoint is left; the deleted one was never sent again
     assert await asyncio.to_thread(dead_of_hook) == []
+    assert [e["dead_letters"] for e in await asyncio.to_thread(endpoints)] == [0]
+    assert shop.got("/down", "order.completed", dropped["id"]) == []
+    assert {a.msg_id for a in shop.of("/down")} == {dead["webhook_id"], doomed["webhook_id"]}
 
 
 async def _true(value: object) -> bool:
