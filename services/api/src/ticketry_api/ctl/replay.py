@@ -10,8 +10,9 @@ fresh database on the same server, then compares document by document:
   (ticket: order, status, reason, time; order: status, counters, last event),
   is a difference;
 * a live document the stream should have rebuilt but did not is a difference;
-  "should": the stream was never trimmed (``max-deleted-entry-id`` is 0-0), or
-  the document is younger than the stream's first entry;
+  "should": nothing was ever removed from the stream (its ``entries-added``
+  equals its ``length``), or the document is younger than the stream's first
+  entry;
 * older live documents are "older than the stream": their events were trimmed
   (after ``EVENTS_RETENTION_S`` and once every group acked them), so replay
   cannot rebuild them, and says so without calling it a difference.
@@ -197,6 +198,20 @@ def compare(
     return counts, diffs
 
 
+def nothing_removed(info: dict[str, Any]) -> bool:
+    """Whether no entry ever left the stream (``XINFO STREAM``'s reply).
+
+    ``entries-added`` counts every entry ever appended, ``length`` those left.
+    Not ``max-deleted-entry-id``: only XDEL sets it, and the stream is trimmed
+    with XTRIM MINID (``ticketry_api.trim``), which leaves it at 0-0
+    (https://redis.io/docs/latest/commands/xinfo-stream/). Without
+    ``entries-added`` (Redis before 7.0) the answer is no: older documents are
+    then judged by their time.
+    """
+    added = info.get("entries-added")
+    return added is not None and int(added) == int(info.get("length", 0))
+
+
 async def replay(database: str | None, keep: bool, settle_s: float) -> Report:
     s = settings()
     live_db = parse_uri(s.mongo_url).get("database") or "ticketry"
@@ -210,7 +225,7 @@ async def replay(database: str | None, keep: bool, settle_s: float) -> Report:
         info: dict[str, Any] = await redis.xinfo_stream(streams.TICKET_EVENTS)
         first = entries_of(await redis.xrange(streams.TICKET_EVENTS, "-", "+", count=1))
         first_id = as_text(first[0][0]) if first else None
-        never_trimmed = as_text(info.get("max-deleted-entry-id", "0-0")) == "0-0"
+        never_trimmed = nothing_removed(info)
         probe: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(s.mongo_url, serverSelectionTimeoutMS=10_000)
         try:
             if fresh in await probe.list_database_names():
