@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import httpx
 import orjson
 import pytest
 from ticketry import streams
 from ticketry.auth import decode_token, issue_token
+from ticketry.ids import ticket_ids
 from ticketry.settings import DEV_JWT_SECRET
 from ticketry_devstack.procs import Stack, tool
 
-from tests.chaos.support import actl, db_of, mongo_of, ok_json, redis_of, wait_until
+from tests.chaos.support import actl, db_of, mongo_of, ok_json, order_events, redis_of, wait_until
 from tests.conftest import TokenFactory, make_stack
 from tests.helpers import bearer, create_event, place_order
 
@@ -24,6 +27,9 @@ pytestmark = pytest.mark.e2e
 
 ENV = {"TICKETRY_RENDER_MAX_ATTEMPTS": "2", "TICKETRY_RETRY_BASE_S": "0.1", "TICKETRY_RETRY_CAP_S": "0.5"}
 WAIT_S = 120  # a bound on a hang, far above need
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# What makes rich draw a live bar on a pipe as on a terminal (rich.console reads these).
+TERMINAL = {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "TERM": "xterm", "COLUMNS": "120"}
 
 
 @pytest.fixture(scope="module")
@@ -218,6 +224,130 @@ async def test_dead_letters_shown_and_deleted_and_replay_rebuilds_the_read_model
         assert rebuilt["status"] == "completed"
         assert (await actl(ctl_stack, "replay", "--database", "ticketry_replay_kept")).returncode == 2
         await mongo.drop_database("ticketry_replay_kept")
+    finally:
+        await redis.aclose()
+        await mongo.close()
+
+
+@pytest.mark.timeout(600)
+async def test_a_watched_order_draws_its_progress_on_a_terminal(
+    ctl_stack: Stack, capi: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    # Given no renderer running when an operator places an order of 5 with --watch on a terminal
+    event = await create_event(capi, token("ctl-bar-org", "organizer"))
+    for proc in ctl_stack.renderers:
+        await asyncio.to_thread(proc.stop)
+    argv = [tool("ticketryctl"), "orders", "place", "--event", event["id"], "-n", "5", "--as", "ctl-bar-buyer"]
+    watch = await asyncio.to_thread(
+        subprocess.Popen, [*argv, "--watch", "--json"], env=ctl_stack.service_env(TERMINAL),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    drawn = bytearray()
+    assert watch.stderr is not None
+    reader = asyncio.create_task(asyncio.to_thread(_read_all, watch.stderr, drawn))
+    patient = None
+
+    def counts() -> list[int]:
+        return [int(m) for m in re.findall(r"(\d+)/5\b", ANSI.sub("", drawn.decode(errors="replace")))]
+
+    try:
+        buyer = token("ctl-bar-buyer", "buyer")
+
+        async def placed() -> list[dict[str, Any]]:
+            items: list[dict[str, Any]] = (await capi.get("/v1/orders", headers=bearer(buyer))).json()["items"]
+            return items
+
+        await wait_until(placed, WAIT_S)
+        (order,) = await placed()
+        # And its last ticket cannot be stored (a directory squats its PDF's path) by a
+        # renderer that retries it for as long as the test needs: the order holds at 4 of 5
+        last = ticket_ids(order["id"], 5)[-1]
+        squat = Path(ctl_stack.env["TICKETRY_STORAGE_DIR"]) / order["id"] / f"{last}.pdf"
+        (squat / "x").mkdir(parents=True)
+        patient = await asyncio.to_thread(ctl_stack.start_renderer, {"TICKETRY_RENDER_MAX_ATTEMPTS": "100000"})
+
+        async def held_at_four() -> bool:
+            return 4 in counts()
+
+        # Then the bar shows the 4 tickets done while the order waits
+        await wait_until(held_at_four, WAIT_S)
+        # When the ticket can be stored again
+        shutil.rmtree(squat)
+        await asyncio.to_thread(watch.wait, WAIT_S)
+        assert watch.stdout is not None
+        out = watch.stdout.read()
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            await asyncio.to_thread(watch.wait, 60)
+        await reader
+        for pipe in (watch.stdout, watch.stderr):
+            if pipe is not None:
+                pipe.close()
+        # (the stack's renderer as the other tests know it)
+        if patient is not None:
+            await asyncio.to_thread(patient.stop)
+        await asyncio.to_thread(ctl_stack.start_renderer)
+    # Then the bar ends at 5/5 after 4/5, and the order completed
+    result = orjson.loads(out)
+    assert (result["status"], result["rendered"], result["failed"]) == ("completed", 5, 0), result
+    shown = counts()
+    assert shown[-1] == 5 and 4 in shown[: shown.index(5)], shown
+
+
+def _read_all(stream: IO[bytes], into: bytearray) -> None:
+    while chunk := stream.read1(4096):  # type: ignore[attr-defined]
+        into += chunk
+
+
+# Last in the module: it trims the stack's ticket-event stream for good.
+@pytest.mark.timeout(900)
+async def test_replay_of_a_trimmed_stream_counts_the_older_documents_apart(
+    ctl_stack: Stack, capi: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    redis, mongo = redis_of(ctl_stack), mongo_of(ctl_stack)
+    db = db_of(mongo)
+    try:
+        # Given an order whose events are then trimmed from the ticket-event stream
+        # (XTRIM MINID at a later order's first event), every group having read them
+        organizer, buyer = token("ctl-trim-org", "organizer"), token("ctl-trim-buyer", "buyer")
+        event = await create_event(capi, organizer)
+
+        async def completed(order_id: str) -> bool:
+            doc = await db.order_states.find_one({"_id": order_id})
+            return bool(doc and doc["status"] == "completed")
+
+        placed = []
+        for quantity in (3, 2):
+            r = await place_order(capi, buyer, event["id"], quantity)
+            assert r.status_code == 202, r.text
+            placed.append(r.json())
+            await wait_until(lambda: completed(placed[-1]["id"]), WAIT_S)
+        old, kept = placed
+
+        async def every_group_read_all() -> bool:
+            groups = await redis.xinfo_groups(streams.TICKET_EVENTS)
+            return all(int(g["pending"]) == 0 and int(g.get("lag") or 0) == 0 for g in groups)
+
+        await wait_until(every_group_read_all, WAIT_S)
+        first_kept = (await order_events(redis, kept["id"]))[0][0]
+        # (exact, not ``~``: https://redis.io/docs/latest/commands/xtrim/)
+        old_events = await order_events(redis, old["id"])
+        assert await redis.xtrim(streams.TICKET_EVENTS, minid=first_kept, approximate=False) >= len(old_events)
+        assert await order_events(redis, old["id"]) == []
+
+        # When the read models are rebuilt from what is left
+        report = ok_json(await actl(ctl_stack, "replay", "--json"))
+
+        # Then the older documents are counted as older than the stream, not as differences
+        assert report["identical"] and report["differences"] == [], report
+        assert report["events"]["trimmed_before_first"] and report["events"]["first"] == first_kept, report["events"]
+        tickets, orders = report["ticket_states"], report["order_states"]
+        assert tickets["older_than_stream"] >= old["quantity"] and orders["older_than_stream"] >= 1, report
+        # ... while the later order's documents are rebuilt and compared
+        assert tickets["compared"] >= kept["quantity"] and orders["compared"] >= 1, report
+        live_tickets = await db.ticket_states.count_documents({})
+        assert tickets["compared"] + tickets["older_than_stream"] + tickets["moved_on"] == live_tickets, report
     finally:
         await redis.aclose()
         await mongo.close()
