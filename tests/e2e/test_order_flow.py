@@ -131,21 +131,27 @@ async def _grown(stored: Callable[[], Awaitable[set[str]]], before: set[str], by
     return len(await stored() - before) >= by
 
 
+def event_with(field: str, text: str) -> dict[str, object]:
+    """An event's body whose ``field`` (name, venue or tier name) is ``text``."""
+    body: dict[str, object] = {
+        "name": "Night of Tests", "venue": "Loopback Arena", "starts_at": "2027-06-01T19:30:00Z",
+        "capacity": 10, "price": "25.00", "currency": "EUR",
+    }  # fmt: skip
+    if field == "tier name":
+        body["tiers"] = [{"id": "standard", "name": text, "price": "25.00"}]
+    else:
+        body[field] = text
+    return body
+
+
 @pytest.mark.parametrize("field", ["name", "venue", "tier name"])
 async def test_an_event_text_no_font_can_draw_is_refused(
     api: httpx.AsyncClient, token: TokenFactory, field: str
 ) -> None:
     """Never boxes on a ticket: a character no font of the chain draws is a 422 at creation."""
     undrawable = "Runes ᚠᚢᚦ"  # Runic: not in the ticket's font chain
-    body: dict[str, object] = {
-        "name": "Night of Tests", "venue": "Loopback Arena", "starts_at": "2027-06-01T19:30:00Z",
-        "capacity": 10, "price": "25.00", "currency": "EUR",
-    }  # fmt: skip
-    if field == "tier name":
-        body["tiers"] = [{"id": "standard", "name": undrawable, "price": "25.00"}]
-    else:
-        body[field] = undrawable
-    r = await api.post("/v1/events", json=body, headers=bearer(token("org-glyphs", "organizer")))
+    organizer = token("org-glyphs", "organizer")
+    r = await api.post("/v1/events", json=event_with(field, undrawable), headers=bearer(organizer))
     assert r.status_code == 422, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
     assert f"{field} cannot be printed" in r.json()["title"] and "U+16A0" in r.json()["detail"]
@@ -162,15 +168,7 @@ async def test_an_event_text_too_long_for_its_line_is_refused(
     shrinks = {"name": "Night " * 8, "venue": "Hall " * 10, "tier name": "Balcony Row"}[field].strip()
     organizer = token("org-long", "organizer")
     for text, expected in ((wide, 422), (shrinks, 201)):
-        body: dict[str, object] = {
-            "name": "Night of Tests", "venue": "Loopback Arena", "starts_at": "2027-06-01T19:30:00Z",
-            "capacity": 10, "price": "25.00", "currency": "EUR",
-        }  # fmt: skip
-        if field == "tier name":
-            body["tiers"] = [{"id": "standard", "name": text, "price": "25.00"}]
-        else:
-            body[field] = text
-        r = await api.post("/v1/events", json=body, headers=bearer(organizer))
+        r = await api.post("/v1/events", json=event_with(field, text), headers=bearer(organizer))
         assert r.status_code == expected, (text, r.text)
         if expected == 422:
             assert r.json()["title"] == "text too long" and r.json()["detail"].startswith(field), r.text
