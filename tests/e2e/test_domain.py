@@ -288,13 +288,20 @@ async def test_an_immediate_cancel_of_a_big_order_renders_almost_nothing(
     counts = await renderer_counts(ports)
     skipped, renders = counts["ticketry_renderer_skipped_total"], counts["ticketry_renderer_rendered_total"]
     order_dir = Path(stack.env["TICKETRY_STORAGE_DIR"]) / order["id"]
-    stored = len(list(order_dir.glob("*.pdf"))) if order_dir.exists() else 0
+
+    def stored_pdfs() -> int:
+        return len(list(order_dir.glob("*.pdf"))) if order_dir.exists() else 0
+
+    # (a renderer deletes what it stored for an order cancelled meanwhile just after its batch)
+    deadline = time.monotonic() + 120
+    while (stored := stored_pdfs()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
     print(
         f"\nCANCEL at once: {int(renders)} of 10,000 tickets rendered, {int(skipped)} skipped, "
         f"{stored} PDFs left in storage; {types.count('ticket.rendered')} announced"
     )
     assert renders < 1000 and skipped + renders >= 10_000, counts
-    assert stored <= renders and types.count("ticket.rendered") <= renders
+    assert stored == 0 and types.count("ticket.rendered") <= renders
     # And its tickets are cancelled, page by page, each exactly once, and no PDF is served
     seen: list[str] = []
     cursor = None

@@ -157,6 +157,8 @@ class Worker:
             made = await self._render(pipe, lane, decoded, cancelled, done, stored, deliveries)
             await self._store_and_announce(pipe, lane, made, deliveries)
             metrics.count_final(lane, list(pipe.command_stack), await pipe.execute())
+        if made:
+            await self._drop_cancelled({req.order_id for _, req, _, _ in made})
         if entries:
             metrics.BATCH_SECONDS.observe(time.perf_counter() - t0)
 
@@ -236,6 +238,15 @@ class Worker:
                 self.rendered += 1
                 metrics.RENDERED.inc()
                 self._final(pipe, lane, entry_id, req, "rendered")
+
+    async def _drop_cancelled(self, order_ids: set[str]) -> None:
+        """Delete the PDFs of any of these orders cancelled while this batch
+        rendered them. A cancel marks the order first, then deletes its PDFs;
+        this looks after storing: a PDF stored before that delete goes with
+        it, one stored after it is deleted here. No PDF of a cancelled order
+        stays (none is served either way: 410)."""
+        for order_id in await cancelled_orders(self.redis, sorted(order_ids)):
+            await self.store.delete_order(order_id)
 
     async def build_designs(self, entries: Sequence[Entry]) -> int:
         """Design requests (``ticketry.designs.request_designs``): build and store
