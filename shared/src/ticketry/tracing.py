@@ -72,12 +72,17 @@ def _as_dict(span: ReadableSpan) -> dict[str, object]:
     }
 
 
+def _otlp() -> bool:
+    """Whether an OTLP endpoint is configured (the standard ``OTEL_*`` variables)."""
+    return any(os.environ.get(v) for v in _OTLP_VARS)
+
+
 def tracer_provider(service: str, trace_file: Path | None = None) -> TracerProvider:
     """The provider for ``service``: exporting to OTLP (when an ``OTEL_*``
     endpoint is set) and/or ``trace_file``, or, with neither, one that gives
     spans their ids and records only what a caller sampled (and exports nothing)."""
     resource = Resource.create({"service.name": f"ticketry-{service}"})
-    otlp = any(os.environ.get(v) for v in _OTLP_VARS)
+    otlp = _otlp()
     if not (otlp or trace_file):
         return TracerProvider(resource=resource, sampler=ParentBased(ALWAYS_OFF))
     provider = TracerProvider(resource=resource)
@@ -95,7 +100,7 @@ def setup_tracing(service: str, trace_file: Path | None = None) -> bool:
     """Install :func:`tracer_provider` as the process's; True if spans are exported."""
     provider = tracer_provider(service, trace_file)
     trace.set_tracer_provider(provider)
-    return bool(trace_file) or any(os.environ.get(v) for v in _OTLP_VARS)
+    return bool(trace_file) or _otlp()
 
 
 def tracer(name: str) -> trace.Tracer:
