@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from ticketry_devstack.procs import Stack, free_port, wait_port
 
 from tests.chaos.support import db_of, mongo_of, order_events, redis_of
 from tests.conftest import TokenFactory, make_stack
-from tests.helpers import bearer, checkin_list, codes_of, create_event, place_order, scan, wait_rendered
+from tests.helpers import bearer, checkin_list, codes_of, create_event, eventually, place_order, scan, wait_rendered
 
 pytestmark = pytest.mark.e2e
 
@@ -272,10 +271,7 @@ async def test_an_immediate_cancel_of_a_big_order_renders_almost_nothing(
             group = next(g for g in info if g["name"] == streams.RENDERERS_GROUP.encode())
             return int(group["pending"]) == 0 and int(group.get("lag") or 0) == 0
 
-        deadline = time.monotonic() + 600
-        while not await drained():
-            assert time.monotonic() < deadline, "the cancelled order's requests were never consumed"
-            await asyncio.sleep(0.2)
+        await eventually(drained, "the cancelled order's requests consumed", 600)
         events = await order_events(redis, order["id"])
     finally:
         await redis.aclose()
@@ -292,10 +288,12 @@ async def test_an_immediate_cancel_of_a_big_order_renders_almost_nothing(
     def stored_pdfs() -> int:
         return len(list(order_dir.glob("*.pdf"))) if order_dir.exists() else 0
 
+    async def none_stored() -> bool:
+        return stored_pdfs() == 0
+
     # (a renderer deletes what it stored for an order cancelled meanwhile just after its batch)
-    deadline = time.monotonic() + 120
-    while (stored := stored_pdfs()) and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
+    await eventually(none_stored, f"no PDF of the cancelled order left ({stored_pdfs()} at first)")
+    stored = stored_pdfs()
     print(
         f"\nCANCEL at once: {int(renders)} of 10,000 tickets rendered, {int(skipped)} skipped, "
         f"{stored} PDFs left in storage; {types.count('ticket.rendered')} announced"
