@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -79,8 +80,15 @@ class Prometheus:
         self.proc = Proc("prometheus", argv, {}, root / "prometheus.log")
 
     def start(self) -> Prometheus:
+        """Start it and wait until it is ready: it opens its port before its
+        storage is loaded and answers 503 to queries until then."""
         self.proc.start()
         wait_port(self.port, 60, self.proc.popen)
+        deadline = time.monotonic() + 60
+        while httpx.get(f"{self.url}/-/ready", timeout=5).status_code != 200:
+            assert self.proc.popen is not None and self.proc.popen.poll() is None, "prometheus exited while starting"
+            assert time.monotonic() < deadline, "prometheus never ready"
+            time.sleep(0.1)  # polling a readiness endpoint, under a deadline
         return self
 
     async def get(self, path: str, **params: str) -> Any:
