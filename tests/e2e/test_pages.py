@@ -27,6 +27,7 @@ import websockets
 from playwright.async_api import Page, WebSocket, expect
 from ticketry.auth import issue_token
 from ticketry.settings import DEV_JWT_SECRET
+from ticketry.storage import pdf_path, write_atomic
 from ticketry_api.web.assets import STATIC
 from ticketry_devstack.procs import Stack
 from websockets.typing import Subprotocol
@@ -277,6 +278,31 @@ async def test_buyers_page_shows_a_cancel_at_once(held: Stack, token: TokenFacto
             await expect(page.get_by_test_id("order-status")).to_have_text("cancelled")
             await expect(page.locator("a[data-testid=ticket-link]")).to_have_count(0)
             await expect(page.get_by_test_id("download-all")).to_have_count(0)
+
+
+async def test_a_ticket_stored_before_the_projector_folds_it_is_served(held: Stack, token: TokenFactory) -> None:
+    """The buyer's page links a ticket as soon as its ``ticket.rendered`` arrives,
+    which can be before the api's projector has folded that event into the read
+    model (seen in CI: the link answered 409 "not rendered"). A PDF in storage
+    is proof enough: a renderer stores it before it announces it."""
+    org, buyer = token("pages-org-8", "organizer"), token("pages-buyer-8", "buyer")
+    async with httpx.AsyncClient(base_url=held.api_url, timeout=60) as api:
+        # Given a 2-ticket order with no renderer, the first ticket's PDF stored
+        # as a renderer stores it, and no render event folded
+        event = await create_event(api, org, capacity=10)
+        for r in held.renderers:
+            await asyncio.to_thread(r.stop)
+        order = (await place_order(api, buyer, event["id"], 2)).json()
+        first, second = order["tickets"]
+        pdf = b"%PDF-1.4 stored by a renderer, not yet announced"
+        write_atomic(pdf_path(Path(held.env["TICKETRY_STORAGE_DIR"]), order["id"], first), pdf)
+        # Then the first is rendered and its PDF served; the second still waits
+        got = (await api.get(f"/v1/tickets/{first}", headers=bearer(buyer))).json()
+        assert got["status"] == "rendered", got
+        r = await api.get(f"/v1/tickets/{first}/pdf", headers=bearer(buyer))
+        assert r.status_code == 200 and r.content == pdf, r.text
+        assert (await api.get(f"/v1/tickets/{second}", headers=bearer(buyer))).json()["status"] == "queued"
+        assert (await api.get(f"/v1/tickets/{second}/pdf", headers=bearer(buyer))).status_code == 409
 
 
 async def test_an_order_link_opens_its_own_order_only(

@@ -9,13 +9,24 @@ from __future__ import annotations
 import asyncio
 
 from fastapi.responses import RedirectResponse, Response
-from ticketry.documents import Order
+from ticketry.documents import Order, TicketStatus
 
 from ticketry_api.deps import AppState
 from ticketry_api.errors import Problem
 from ticketry_api.orders_read import tickets_of
 from ticketry_api.readmodel import TicketOf, order_outcome, order_ticket_statuses, ticket_status
 from ticketry_api.web.pdfs import PART_SIZE, join_pdfs
+
+
+async def live_ticket_status(state: AppState, t: TicketOf) -> TicketStatus:
+    """The status of ``t``, where a PDF already stored counts as rendered: a
+    renderer stores the PDF before it announces it, and the buyer hears of it
+    (and the order's live counters count it) before the projector folds it
+    into the read model, so a link the buyer was just given is never refused."""
+    status = await ticket_status(state.db, t)
+    if status == "queued" and await state.pdf_store().exists(t.order_id, t.id):
+        return "rendered"
+    return status
 
 
 async def pdf_answer(state: AppState, t: TicketOf) -> Response:
@@ -25,7 +36,8 @@ async def pdf_answer(state: AppState, t: TicketOf) -> Response:
     if status == "cancelled":
         raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
     store = state.pdf_store()
-    if status in ("queued", "failed") or not await store.exists(t.order_id, t.id):
+    # A stored PDF is served even while the read model still says queued (live_ticket_status).
+    if status == "failed" or not await store.exists(t.order_id, t.id):
         raise Problem(409, "not rendered", "the ticket's PDF is not ready")
     no_store = {"Cache-Control": "private, no-store"}
     url = await store.download_url(t.order_id, t.id)

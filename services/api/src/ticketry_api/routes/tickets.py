@@ -10,8 +10,8 @@ from ticketry.auth import Principal
 
 from ticketry_api.deps import State, rate_limited
 from ticketry_api.errors import Problem, problems
-from ticketry_api.pdf_answers import pdf_answer
-from ticketry_api.readmodel import TicketOf, ticket_of, ticket_status
+from ticketry_api.pdf_answers import live_ticket_status, pdf_answer
+from ticketry_api.readmodel import TicketOf, ticket_of
 from ticketry_api.schemas import TicketOut
 from ticketry_api.store import Store
 
@@ -34,7 +34,7 @@ async def owned_ticket(ticket_id: str, who: Principal, store: Store) -> TicketOf
 @router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 404, 422, 429))
 async def get_ticket(ticket_id: str, who: Reader, state: State) -> TicketOut:
     t = await owned_ticket(ticket_id, who, state.db)
-    status = await ticket_status(state.db, t)
+    status = await live_ticket_status(state, t)
     return TicketOut(
         id=t.id, order_id=t.order_id, event_id=t.event_id, holder_name=t.holder_name,
         tier=t.tier, status=status, pdf_url=f"/v1/tickets/{t.id}/pdf",
