@@ -258,14 +258,22 @@ async def test_buyers_page_follows_50_tickets_through_a_notifier_restart(
             await expect(page.locator("a[data-testid=ticket-link]")).to_have_count(50)
 
 
+async def waiting_order(held: Stack, api: httpx.AsyncClient, org: str, buyer: str, quantity: int) -> dict[str, Any]:
+    """An order of a new event on ``held`` with its renderers stopped: it waits."""
+    event = await create_event(api, org, capacity=50)
+    for r in held.renderers:
+        await asyncio.to_thread(r.stop)
+    placed = await place_order(api, buyer, event["id"], quantity)
+    assert placed.status_code == 202, placed.text
+    order: dict[str, Any] = placed.json()
+    return order
+
+
 async def test_buyers_page_shows_a_cancel_at_once(held: Stack, token: TokenFactory, tmp_path: Path) -> None:
     org, buyer = token("pages-org-7", "organizer"), token("pages-buyer-7", "buyer")
     async with httpx.AsyncClient(base_url=held.api_url, timeout=60) as api:
         # Given an order still waiting for its renderer, its page open
-        event = await create_event(api, org, capacity=50)
-        for r in held.renderers:
-            await asyncio.to_thread(r.stop)
-        order = (await place_order(api, buyer, event["id"], 5)).json()
+        order = await waiting_order(held, api, org, buyer, 5)
         async with browser(tmp_path / "profile") as context:
             page = await context.new_page()
             sockets = Sockets(page)
@@ -289,10 +297,7 @@ async def test_a_ticket_stored_before_the_projector_folds_it_is_served(held: Sta
     async with httpx.AsyncClient(base_url=held.api_url, timeout=60) as api:
         # Given a 2-ticket order with no renderer, the first ticket's PDF stored
         # as a renderer stores it, and no render event folded
-        event = await create_event(api, org, capacity=10)
-        for r in held.renderers:
-            await asyncio.to_thread(r.stop)
-        order = (await place_order(api, buyer, event["id"], 2)).json()
+        order = await waiting_order(held, api, org, buyer, 2)
         first, second = order["tickets"]
         pdf = b"%PDF-1.4 stored by a renderer, not yet announced"
         write_atomic(pdf_path(Path(held.env["TICKETRY_STORAGE_DIR"]), order["id"], first), pdf)
