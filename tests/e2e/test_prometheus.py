@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -79,16 +78,18 @@ class Prometheus:
         ]  # fmt: skip
         self.proc = Proc("prometheus", argv, {}, root / "prometheus.log")
 
-    def start(self) -> Prometheus:
+    async def start(self) -> Prometheus:
         """Start it and wait until it is ready: it opens its port before its
         storage is loaded and answers 503 to queries until then."""
         self.proc.start()
-        wait_port(self.port, 60, self.proc.popen)
-        deadline = time.monotonic() + 60
-        while httpx.get(f"{self.url}/-/ready", timeout=5).status_code != 200:
+        await asyncio.to_thread(wait_port, self.port, 60, self.proc.popen)
+
+        async def ready() -> bool:
             assert self.proc.popen is not None and self.proc.popen.poll() is None, "prometheus exited while starting"
-            assert time.monotonic() < deadline, "prometheus never ready"
-            time.sleep(0.1)  # polling a readiness endpoint, under a deadline
+            async with httpx.AsyncClient(timeout=5) as client:
+                return (await client.get(f"{self.url}/-/ready")).status_code == 200
+
+        await eventually(ready, "prometheus ready", 60)
         return self
 
     async def get(self, path: str, **params: str) -> Any:
@@ -169,12 +170,10 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
             },
         )
         await asyncio.to_thread(wait_port, leader_port, 60)
-        prom = await asyncio.to_thread(
-            Prometheus(
-                tmp_path / "prometheus",
-                {"api": [stack.api_port], "notifier": [stack.notifier_port], "scaler": [leader_port, standby_port]},
-            ).start
-        )
+        prom = await Prometheus(
+            tmp_path / "prometheus",
+            {"api": [stack.api_port], "notifier": [stack.notifier_port], "scaler": [leader_port, standby_port]},
+        ).start()
 
         async def leading_with_its_renderers() -> bool:
             running = await prom.scalar('max(ticketry_renderers{state="running"})')
