@@ -96,6 +96,18 @@ def pdf_pages(data: bytes) -> int:
         doc.close()
 
 
+def one_page_pdf() -> bytes:
+    """A valid one-page PDF, as a renderer would store it."""
+    doc = pypdfium2.PdfDocument.new()
+    try:
+        doc.new_page(595, 842)
+        buf = io.BytesIO()
+        doc.save(buf)
+        return buf.getvalue()
+    finally:
+        doc.close()
+
+
 async def download(page: Page, link: Any) -> bytes:
     """Click a download link as a person would; the file's bytes."""
     async with page.expect_download() as info:
@@ -299,13 +311,16 @@ async def test_a_ticket_stored_before_the_projector_folds_it_is_served(held: Sta
         # as a renderer stores it, and no render event folded
         order = await waiting_order(held, api, org, buyer, 2)
         first, second = order["tickets"]
-        pdf = b"%PDF-1.4 stored by a renderer, not yet announced"
+        pdf = one_page_pdf()
         write_atomic(pdf_path(Path(held.env["TICKETRY_STORAGE_DIR"]), order["id"], first), pdf)
-        # Then the first is rendered and its PDF served; the second still waits
+        # Then the first is rendered and its PDF served, alone and in "download
+        # all"; the second still waits
         got = (await api.get(f"/v1/tickets/{first}", headers=bearer(buyer))).json()
         assert got["status"] == "rendered", got
         r = await api.get(f"/v1/tickets/{first}/pdf", headers=bearer(buyer))
         assert r.status_code == 200 and r.content == pdf, r.text
+        joined = await api.get(f"/v1/orders/{order['id']}/pdf", headers=bearer(buyer))
+        assert joined.status_code == 200 and pdf_pages(joined.content) == 1, joined.text
         assert (await api.get(f"/v1/tickets/{second}", headers=bearer(buyer))).json()["status"] == "queued"
         assert (await api.get(f"/v1/tickets/{second}/pdf", headers=bearer(buyer))).status_code == 409
 

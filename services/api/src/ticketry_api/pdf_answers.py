@@ -10,6 +10,7 @@ import asyncio
 
 from fastapi.responses import RedirectResponse, Response
 from ticketry.documents import Order, TicketStatus
+from ticketry.storage import StorageUnavailable
 
 from ticketry_api.deps import AppState
 from ticketry_api.errors import Problem
@@ -22,11 +23,16 @@ async def live_ticket_status(state: AppState, t: TicketOf) -> TicketStatus:
     """The status of ``t``, where a PDF already stored counts as rendered: a
     renderer stores the PDF before it announces it, and the buyer hears of it
     (and the order's live counters count it) before the projector folds it
-    into the read model, so a link the buyer was just given is never refused."""
+    into the read model, so a link the buyer was just given is never refused.
+    While the object store is unreachable, the read model's answer stands."""
     status = await ticket_status(state.db, t)
-    if status == "queued" and await state.pdf_store().exists(t.order_id, t.id):
-        return "rendered"
-    return status
+    if status != "queued":
+        return status
+    try:
+        stored = await state.pdf_store().exists(t.order_id, t.id)
+    except StorageUnavailable:
+        return status
+    return "rendered" if stored else status
 
 
 async def pdf_answer(state: AppState, t: TicketOf) -> Response:
@@ -61,10 +67,14 @@ async def joined_pdf(state: AppState, order: Order, part: int) -> Response:
         raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
     ids = tickets_of(order, part * PART_SIZE, PART_SIZE)
     statuses = await order_ticket_statuses(state.db, order, ids, all_rendered=status == "completed")
-    rendered = [t for t in ids if statuses.get(t) in ("rendered", "checked_in")]
+    store = state.pdf_store()
+    done = {t for t in ids if statuses.get(t) in ("rendered", "checked_in")}
+    queued = [t for t in ids if statuses.get(t) == "queued"]
+    if queued:  # stored before the projector folded it, as in live_ticket_status
+        done |= await store.stored(order.id, queued)
+    rendered = [t for t in ids if t in done]
     if not rendered:
         raise Problem(409, "not rendered", "none of these tickets is rendered yet")
-    store = state.pdf_store()
     # A PDF that went missing meanwhile (its order was just cancelled) is left out.
     pdfs = await asyncio.gather(*(store.read(order.id, t) for t in rendered))
     body = await asyncio.to_thread(join_pdfs, [p for p in pdfs if p is not None])
