@@ -7,6 +7,7 @@ running servers instead (e.g. a real MongoDB).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -32,13 +33,24 @@ def make_stack(root: Path, renderers: int = 2, extra_env: dict[str, str] | None 
     )
 
 
+@contextlib.contextmanager
+def stack_of_its_own(
+    factory: pytest.TempPathFactory, name: str, renderers: int = 2, extra_env: dict[str, str] | None = None
+) -> Iterator[Stack]:
+    """A stack (``make_stack``) in a new temporary folder, stopped and removed after."""
+    root = factory.mktemp(name)
+    s = make_stack(root, renderers, extra_env)
+    try:
+        yield s
+    finally:
+        s.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    root = tmp_path_factory.mktemp("stack")
-    s = make_stack(root)
-    yield s
-    s.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    with stack_of_its_own(tmp_path_factory, "stack") as s:
+        yield s
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from ticketry.settings import DEV_JWT_SECRET
 from ticketry_devstack.procs import Stack, tool
 
 from tests.chaos.support import actl, db_of, mongo_of, ok_json, order_events, redis_of, wait_until
-from tests.conftest import TokenFactory, make_stack
+from tests.conftest import TokenFactory, stack_of_its_own
 from tests.helpers import bearer, create_event, place_order
 
 pytestmark = pytest.mark.e2e
@@ -34,11 +34,8 @@ TERMINAL = {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "TERM": "xterm", "COL
 
 @pytest.fixture(scope="module")
 def ctl_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    root = tmp_path_factory.mktemp("ctl")
-    stack = make_stack(root, 1, ENV)
-    yield stack
-    stack.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    with stack_of_its_own(tmp_path_factory, "ctl", 1, ENV) as stack:
+        yield stack
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import io
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +31,7 @@ from ticketry_api.web.assets import STATIC
 from ticketry_devstack.procs import Stack
 from websockets.typing import Subprotocol
 
-from tests.conftest import TokenFactory, make_stack
+from tests.conftest import TokenFactory, stack_of_its_own
 from tests.e2e.pages_support import AUDIO_STAND_IN, BARCODE_DETECTOR_STAND_IN, WAIT_MS, browser, qr_picture, write_y4m
 from tests.helpers import bearer, checkin_list, create_event, decode_qr, eventually, place_order, scan
 
@@ -47,11 +46,8 @@ TIERS = [
 @pytest.fixture(scope="module")
 def held(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A stack of its own that starts with no renderer: an order waits until a test starts one."""
-    root = tmp_path_factory.mktemp("pages-stack")
-    s = make_stack(root, renderers=0)
-    yield s
-    s.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    with stack_of_its_own(tmp_path_factory, "pages-stack", renderers=0) as s:
+        yield s
 
 
 def staff_token(sub: str, events: list[str]) -> str:

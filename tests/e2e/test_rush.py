@@ -5,11 +5,9 @@ positions, a small rush that sells out exactly)."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,7 +19,7 @@ from ticketry import streams
 from ticketry.replies import as_text
 from ticketry_devstack.procs import Stack
 
-from tests.conftest import TokenFactory, make_stack
+from tests.conftest import TokenFactory, stack_of_its_own
 from tests.helpers import bearer, create_event, eventually, place_order
 
 pytestmark = pytest.mark.e2e
@@ -32,19 +30,13 @@ ROOM_BOUND = 5  # places that may wait in one room of the burst stack
 
 @pytest.fixture(scope="module")
 def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    root: Path = tmp_path_factory.mktemp("bounded")
-    s = make_stack(
-        root,
-        renderers=1,
-        extra_env={
-            "TICKETRY_MAX_INFLIGHT_ORDERS": str(BOUND),
-            "TICKETRY_MAX_QUEUED_ORDERS": "0",
-            "TICKETRY_ROOM_MAX_QUEUE": str(ROOM_BOUND),
-        },
-    )
-    yield s
-    s.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    env = {
+        "TICKETRY_MAX_INFLIGHT_ORDERS": str(BOUND),
+        "TICKETRY_MAX_QUEUED_ORDERS": "0",
+        "TICKETRY_ROOM_MAX_QUEUE": str(ROOM_BOUND),
+    }
+    with stack_of_its_own(tmp_path_factory, "bounded", 1, env) as s:
+        yield s
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from ticketry import streams
 from ticketry_devstack.procs import Stack, tool
 
 from tests.chaos.support import redis_of, wait_until
-from tests.conftest import TokenFactory, make_stack
+from tests.conftest import TokenFactory, stack_of_its_own
 from tests.helpers import bearer, create_event, place_order, wait_rendered
 
 pytestmark = pytest.mark.e2e
@@ -165,11 +165,8 @@ def shop() -> Iterator[Shop]:
 
 @pytest.fixture(scope="module")
 def hooks_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    root = tmp_path_factory.mktemp("webhooks")
-    stack = make_stack(root, 1, ENV)
-    yield stack
-    stack.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    with stack_of_its_own(tmp_path_factory, "webhooks", 1, ENV) as stack:
+        yield stack
 
 
 @pytest.fixture
