@@ -187,6 +187,8 @@ async def test_buyers_page_follows_50_tickets_through_a_notifier_restart(
             await expect(status).to_have_text("processing")
             await expect(page.get_by_role("heading", level=1)).to_have_text("Summer Night")
             await expect(page.locator("#tier-name")).to_have_text("VIP Lounge")
+            # (in venue time, as the ticket prints it: 20:00 CEST in Berlin in June)
+            await expect(page.locator("#event-when")).to_contain_text(", 20:00 CEST · Columbiahalle")
             await sockets.wait_for("snapshot")
             # Then the link left the address bar at once
             assert "#" not in page.url and link not in page.url
@@ -394,6 +396,7 @@ async def test_a_places_page_follows_it_from_the_line_to_its_turn(
         status = page.get_by_test_id("queue-status")
         await expect(page.get_by_test_id("queue-position")).to_have_text("2")
         await expect(status).to_have_attribute("data-status", "paused")
+        await expect(page.locator("#event-when")).to_contain_text(", 19:30 UTC")
         assert "#" not in page.url
         await page.screenshot(path=screenshot_dir(tmp_path) / "queue-page-360.png")
         # When the organiser resumes admission, then the page says it is his turn, with the way back

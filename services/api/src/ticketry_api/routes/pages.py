@@ -116,6 +116,7 @@ class OrderPage(BaseModel):
     venue: str
     starts_at: datetime
     timezone: str
+    zone_abbr: str  # the venue zone's abbreviation at starts_at, as the ticket prints it (CEST)
     tier: str
     tier_name: str
     progress_url: str
@@ -135,10 +136,11 @@ async def order_state(order_id: str, who: Reader, state: State) -> OrderPage:
     statuses = await order_ticket_statuses(state.db, order, ids, all_rendered=status == "completed")
     lines = [TicketLine(id=t, holder=order.holder_of(n), status=statuses.get(t, "queued")) for n, t in enumerate(ids)]
     tier = event.tier(order.tier)
+    starts = event.starts_at.astimezone(ZoneInfo(event.timezone))
     return OrderPage(
         id=order.id, status=status, total=order.quantity, rendered=rendered, failed=failed,
         event_name=event.name, venue=event.venue, timezone=event.timezone,
-        starts_at=event.starts_at.astimezone(ZoneInfo(event.timezone)),
+        starts_at=starts, zone_abbr=starts.strftime("%Z"),
         tier=order.tier, tier_name=tier.name if tier is not None else order.tier,
         progress_url=progress_url(state.settings.notifier_public_url, order.id), part_size=PART_SIZE,
         tickets=lines,
@@ -180,6 +182,7 @@ class PlacePage(BaseModel):
     venue: str
     starts_at: datetime
     timezone: str
+    zone_abbr: str
     on_sale_at: datetime | None
 
 
@@ -193,8 +196,9 @@ async def queue_state(queue_id: str, state: State, creds: Credentials) -> PlaceP
         raise Problem(404, "place not found")
     place = await place_of(state, event, who.sub)
     zone = ZoneInfo(event.timezone)
+    starts = event.starts_at.astimezone(zone)
     return PlacePage(
         place=place.model_copy(update={"permission": None}), event_name=event.name, venue=event.venue,
-        starts_at=event.starts_at.astimezone(zone), timezone=event.timezone,
+        starts_at=starts, timezone=event.timezone, zone_abbr=starts.strftime("%Z"),
         on_sale_at=event.on_sale_at.astimezone(zone) if event.on_sale_at is not None else None,
     )  # fmt: skip

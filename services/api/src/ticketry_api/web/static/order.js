@@ -201,17 +201,9 @@
     if (first) {
       $("event-name").textContent = o.event_name;
       document.title = o.event_name + " · your tickets";
-      const when = new Date(o.starts_at);
-      let whenText;
-      try {
-        // In the venue's time zone, as the ticket prints it (20:00 CEST).
-        whenText = new Intl.DateTimeFormat(undefined, {
-          weekday: "long", year: "numeric", month: "long", day: "numeric",
-          hour: "2-digit", minute: "2-digit", timeZone: o.timezone, timeZoneName: "short",
-        }).format(when);
-      } catch (e) {
-        whenText = o.starts_at;
-      }
+      const whenText = window.Ticketry.venueTime(o.starts_at, o.timezone, o.zone_abbr, {
+        weekday: "long", year: "numeric", month: "long", day: "numeric",
+      });
       $("event-when").textContent = whenText + " · " + o.venue;
       $("tier-name").textContent = o.tier_name;
       $("tier-line").hidden = false;

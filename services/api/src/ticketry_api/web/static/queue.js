@@ -141,8 +141,8 @@
     if (!r.ok) { notice("Something went wrong; trying again…", true); setTimeout(start, 3000); return; }
     const page = await r.json();
     $("event-name").textContent = page.event_name;
-    const starts = new Date(page.starts_at);
-    $("event-when").textContent = page.venue + " · " + starts.toLocaleString([], { dateStyle: "medium", timeStyle: "short", timeZone: page.timezone });
+    const when = window.Ticketry.venueTime(page.starts_at, page.timezone, page.zone_abbr, { dateStyle: "medium" });
+    $("event-when").textContent = page.venue + " · " + when;
     progressUrl = page.place.progress_url;
     show(stateOf(page.place), page.place);
     if (!FINAL.has(state)) connect();
