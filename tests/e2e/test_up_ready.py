@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 from ticketry import streams
@@ -94,6 +95,11 @@ def test_up_only_with_a_live_renderer_then_the_demo_renders(tmp_path: Path) -> N
             if line.startswith("PDFs:"):
                 break
         assert any("order.completed  5/5 rendered, 0 failed" in line for line in seen), seen[-20:]
+        # ...with its buyer's page linked, and served
+        page = next(line.partition(": ")[2] for line in seen if line.startswith("buyer's page"))
+        assert "#t=" in page, page
+        got = httpx.get(page.partition("#")[0], timeout=30)
+        assert got.status_code == 200 and got.headers["content-type"].startswith("text/html"), got.text
     finally:
         code = _stop(proc)
     # When stopped (Ctrl-C), it exits cleanly and its renderer with it

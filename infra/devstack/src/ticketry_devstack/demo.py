@@ -46,4 +46,5 @@ async def demo(api_url: str, quantity: int) -> None:
                     )
                 if msg["type"] == "order.completed":
                     break
+        print(f"buyer's page (open it in a browser): {order['status_page_url']}")
         print(f"PDFs: {api_url}/v1/tickets/<id>/pdf  (buyer token: {buyer})")
