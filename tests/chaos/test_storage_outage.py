@@ -5,7 +5,8 @@ A store that is down is not the tickets' fault: renderers keep retrying them
 (backoff, ``TICKETRY_STORAGE_PATIENCE_S``) past ``TICKETRY_RENDER_MAX_ATTEMPTS``,
 so no ticket is failed or dead-lettered for an outage, the download-all answers
 503 with Retry-After while it lasts, and when the store is back every ticket is
-stored and announced exactly once."""
+stored and announced exactly once. A ticket's own status still answers (from
+the read model) while the store is down."""
 
 from __future__ import annotations
 
@@ -76,6 +77,13 @@ async def test_a_store_outage_is_waited_out_not_failed(tmp_path: Any, token: Tok
             down = await api.get(f"/v1/orders/{first['id']}/pdf", headers=bearer(buyer))
             assert down.status_code == 503 and down.headers.get("retry-after"), down.text
             assert down.headers["content-type"].startswith("application/problem+json")
+            # so does a ticket's PDF, while the ticket itself answers from the read model: queued
+            ticket = order["tickets"][0]
+            pdf = await api.get(f"/v1/tickets/{ticket}/pdf", headers=bearer(buyer))
+            assert pdf.status_code == 503 and pdf.headers.get("retry-after"), pdf.text
+            assert pdf.headers["content-type"].startswith("application/problem+json")
+            got = await api.get(f"/v1/tickets/{ticket}", headers=bearer(buyer))
+            assert got.status_code == 200 and got.json()["status"] == "queued", got.text
 
             # When the store is started again on its data
             stack.procs["s3"] = s3_proc(stack.data_dir / "s3", stack.s3_port).start()
