@@ -1,1 +1,1 @@
-"""Benchmarks of issue 6: `just bench` (python -m bench)."""
+"""Benchmarks: `just bench` (python -m bench)."""

@@ -1,4 +1,4 @@
-"""Bursts on a small machine (issue 16): the scaler's default against fixed fleets,
+"""Bursts on a small machine: the scaler's default against fixed fleets,
 measured in one run, as ratios.
 
     uv run --frozen python -m bench.burst [--rounds 3] [--quantity 2000] [--big 10000] [--samples 10]
@@ -13,7 +13,7 @@ policy:
 * ``fixed-N``: ``TICKETRY_RENDERERS_MIN = MAX = N`` and no CPU cap, N = 1 up to
   the machine's usable cores + 1 (``fixed_sizes``: one past the cores, to see
   whether an extra renderer still helps);
-* ``old``: the policy before issue 16 (``TICKETRY_SCALER_POLICY=drain``: renderers
+* ``old``: the earlier drain-only policy (``TICKETRY_SCALER_POLICY=drain``: renderers
   from the backlog and the drain target only, no CPU cap).
 
 Each measurement: start the fleet and wait for its renderers' heartbeats; create

@@ -241,7 +241,7 @@ async def crowd(stack: Stack, orders: list[tuple[str, str]], n: int, start_rende
 
 
 def crowd_failed(c: dict[str, Any]) -> list[str]:
-    """What the crowd failed of issue 20's acceptance (empty: met): every
+    """What the crowd failed of its target (docs/performance.md; empty: met): every
     socket its snapshot and its order's completion."""
     failed = []
     if c["served"] < c["sockets"]:

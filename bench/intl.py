@@ -1,4 +1,4 @@
-"""International names at renderer level (issue 16), in one run:
+"""International names at renderer level, in one run:
 
     uv run --frozen python -m bench.intl [--tickets 2000] [--workers 2] [--rss 10000]
 

@@ -1,4 +1,4 @@
-"""International names end to end (issue 16): orders through the api, as buyers place them.
+"""International names end to end: orders through the api, as buyers place them.
 
     uv run --frozen python -m bench.intl_orders [--quantity 2000] [--rounds 2]
 

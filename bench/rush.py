@@ -1,4 +1,4 @@
-"""The on-sale rush (issue 20): a burst of orders at once, and a crowd through
+"""The on-sale rush: a burst of orders at once, and a crowd through
 the waiting room.
 
     uv run --frozen python -m bench.rush [burst|room|all] [--burst 500] [--buyers 5000] [--tickets 2000]
@@ -216,7 +216,7 @@ def not_allowed(classes: dict[str, int]) -> dict[str, int]:
 
 
 def burst_verdict(paced_per_s: float, burst: dict[str, Any]) -> list[str]:
-    """What the burst failed of issue 20's acceptance (empty: met). ``burst``
+    """What the burst failed of its target (docs/performance.md; empty: met). ``burst``
     as :func:`_burst` returns it: every answer 202, 409 or 503 with
     ``Retry-After``; none after ``ANSWER_BOUND_S``; accepted at ≥ 80 % of
     ``paced_per_s``, or else the excess shed: of the orders not sold out, the
@@ -284,7 +284,7 @@ def _burst_load(api_url: str, event_id: str, clients: int, orders: int, burst: i
 
 
 async def burst_scenario(stack: Stack, *, clients: int = 20, orders: int = 1000, burst: int = 500) -> dict[str, Any]:
-    """Paced rate, then the burst, in one stack; the verdict of issue 20."""
+    """Paced rate, then the burst, in one stack; and the verdict."""
     async with httpx.AsyncClient(base_url=stack.api_url, timeout=60) as api:
         event_id = await create_event(api, orders + burst + 100)
     ctx = mp.get_context("spawn")

@@ -1,4 +1,4 @@
-"""Scaler response curve (issue 4's acceptance): one 3,000-ticket order, min 1, max 4.
+"""Scaler response curve : one 3,000-ticket order, min 1, max 4.
 
     uv run --frozen python -m bench.scaler_curve [--target-drain-s 1] [--quantity 3000] …
 
@@ -28,7 +28,7 @@ within the product's default target (20 s) — and the scaler rightly keeps one.
 1 s target asks for the 3,000 tickets in 1 s, which needs more than one renderer
 at the measured rate: the same decision the default makes for a backlog 20x larger.
 
-Since issue 16 the local backend runs at most as many *busy* renderers as this
+The local backend runs at most as many *busy* renderers as this
 host has cores (``TICKETRY_SCALER_CPU_CAP``), so on a 2-core machine the curve
 tops out at 2 live renderers whatever the max; ``--cpu-cap 0`` shows it uncapped.
 ``bench/burst.py`` compares the default against fixed fleets.

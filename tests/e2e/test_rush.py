@@ -1,4 +1,4 @@
-"""The on-sale rush (issue 20) over the real stack: backpressure on
+"""The on-sale rush over the real stack: backpressure on
 POST /v1/orders, and the waiting room (places, fairness, permissions, live
 positions, a small rush that sells out exactly)."""
 

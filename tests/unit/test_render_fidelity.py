@@ -158,7 +158,7 @@ def test_a_wrong_stamp_is_caught(design: Design, signer: Any) -> None:
     assert diff_outside(a, b, qr_box(design, req, a.size[1])) > 0.0005
 
 
-# Every script of issue 16, as buyers type them.
+# Every script the fonts cover, as buyers type them.
 WORLD_NAMES = [
     "Łukasz Żółć",  # Polish (outside Windows-1252)
     "Дмитрий Шостакович",  # Cyrillic

@@ -66,7 +66,7 @@ class Event(Document):
     doors_at: datetime | None = None  # None: at ``starts_at``
     tiers: list[Tier] = Field(default_factory=list)
     created_at: datetime = Field(default_factory=utcnow)
-    # The on-sale (issue 20): orders are taken from ``on_sale_at`` (None: at once);
+    # The on-sale: orders are taken from ``on_sale_at`` (None: at once);
     # with ``waiting_room`` buyers queue first and order with a queue permission.
     on_sale_at: datetime | None = None
     waiting_room: bool = False

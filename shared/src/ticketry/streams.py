@@ -254,7 +254,7 @@ def rate_limit(scope: str, user_id: str) -> str:
     return f"ticketry:ratelimit:{scope}:{user_id}"
 
 
-# -- designs built ahead of the first ticket (issue 16) ------------------------------
+# -- designs built ahead of the first ticket ----------------------------------------
 DESIGN_REQUESTS: Final = "ticketry:designs:requests"
 DESIGNERS_GROUP: Final = "designers"
 DESIGN_REQUESTS_MAXLEN: Final = 10_000
@@ -272,7 +272,7 @@ def design_lock(digest: str) -> str:
     return f"ticketry:design:{digest}:building"
 
 
-# -- shop webhooks (issue 18) --------------------------------------------------------
+# -- shop webhooks -------------------------------------------------------------------
 # ``ticketry:ticket-events``, consumer group ``webhooks``
 #     The webhook dispatcher (in every api) reads the ticket events and turns each
 #     ``order.completed`` / ``order.cancelled`` into one delivery per endpoint of
@@ -305,7 +305,7 @@ WEBHOOKS_GROUP: Final = "webhooks"
 WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 
 
-# -- the waiting room of an on-sale (issue 20) ----------------------------------------
+# -- the waiting room of an on-sale -------------------------------------------------
 # Every key below lives ``ROOM_TTL_S`` after its last write (each join and each
 # admission tick renews what it writes). ``{event}`` is an event id with
 # ``waiting_room: true``; ``{buyer}`` a token's ``sub``. See ticketry_api.waitingroom.

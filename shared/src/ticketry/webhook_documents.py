@@ -1,4 +1,4 @@
-"""Webhook endpoints an organiser registers per event (issue 18).
+"""Webhook endpoints an organiser registers per event.
 
 Kept apart from ``documents`` so the webhook feature's schema is in one place;
 ``documents.ALL_DOCUMENTS`` lists it like every other document.

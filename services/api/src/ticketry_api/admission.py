@@ -1,7 +1,7 @@
 """Backpressure on ``POST /v1/orders``: a bound on the orders in flight, a
 short queue, and ``503`` with ``Retry-After`` at once past both.
 
-Why (issue 20, measured with ``python -m bench.rush burst``): 500 orders sent at
+Why (measured with ``python -m bench.rush burst``): 500 orders sent at
 once went through at about half the rate the api sustains when paced, and every
 client waited for the whole burst. An order uses one Redis connection at a
 time, so 500 concurrent orders wanted 500: the pool opened a connection per

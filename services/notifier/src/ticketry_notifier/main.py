@@ -95,7 +95,7 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
         hub = Hub(redis, max_sockets=settings.notifier_max_sockets, max_per_user=settings.notifier_max_sockets_per_user)
         reads = ProgressReads(redis, settings.notifier_handshake_batch)
         app.state.notifier = routes.Notifier(settings, hub, reads, verifier)
-        app.state.rooms = queue.Rooms(redis)  # waiting-room places' sockets (issue 20)
+        app.state.rooms = queue.Rooms(redis)  # waiting-room places' sockets
         stop = asyncio.Event()
         task = asyncio.create_task(hub.run(stop))
         freeze_startup_heap()

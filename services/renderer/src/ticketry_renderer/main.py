@@ -191,9 +191,9 @@ def run() -> None:
     the claimer, nothing is lost.
 
     A stop that was asked for is never turned into a restart: FastStream's
-    shutdown can itself end in a Redis connection error (seen once in CI,
-    "Connection closed by server." right after a SIGTERM), and the restart
-    then swallowed the SIGTERM. The work in hand is finished by a worker of
+    shutdown can itself end in a Redis connection error ("Connection closed
+    by server." right after a SIGTERM), and a restart would swallow the
+    SIGTERM. The work in hand is finished by a worker of
     its own instead, and the process exits."""
     setup_logging("renderer")  # first: a refused setting is logged as JSON too
     settings = RendererSettings()

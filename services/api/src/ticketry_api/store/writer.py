@@ -2,11 +2,11 @@
 
 SQLite (FerretDB v1's backend) takes one write transaction at a time per
 database; concurrent writers wait in its busy handler, which sleeps 1, 2, 5,
-10 ms… between tries (measured here: 8 concurrent single inserts, p99 12 ms;
-one at a time, p99 1.3 ms). So the api's hot inserts — ledger entries, orders,
-tickets, the projector's read models — queue here instead, and one task writes
-them: the calls into one collection that queued meanwhile go as one
-``insert_many(ordered=False)``, one transaction. Busy sleeps go away, and the
+10 ms… between tries (at p99, 8 concurrent single inserts wait about ten
+times as long as one at a time; docs/performance-notes.md). So the api's hot
+inserts — ledger entries, orders, tickets, the projector's read models — queue
+here instead, and one task writes them: the calls into one collection that
+queued meanwhile go as one ``insert_many(ordered=False)``, one transaction. Busy sleeps go away, and the
 store's cost per order falls as the load rises. On MongoDB this costs one
 queue hop and batches the same way.
 

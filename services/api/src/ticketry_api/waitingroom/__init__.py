@@ -1,4 +1,4 @@
-"""Waiting rooms for on-sales (issue 20): ``core`` (pure rules: places,
+"""Waiting rooms for on-sales: ``core`` (pure rules: places,
 positions, the admission rate, permissions), ``store`` (Redis), ``admitter``
 (the admission loop every api runs), ``gate`` (what ``POST /v1/orders`` asks
 of an on-sale) and ``routes`` (``POST /v1/events/{id}/queue``). The buyer's

@@ -1,4 +1,4 @@
-"""Shop webhooks (issue 18): signed ``order.*`` messages to an event's endpoints.
+"""Shop webhooks: signed ``order.*`` messages to an event's endpoints.
 
 ``router`` serves ``/v1/events/{id}/webhooks``; :func:`run` is the api
 lifespan's background work: the dispatcher (ticket events → deliveries) and

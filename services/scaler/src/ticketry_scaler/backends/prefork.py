@@ -1,8 +1,8 @@
 """Renderers forked from a server that has already imported them.
 
-A renderer spends 3.4 s of CPU importing WeasyPrint, FastStream and pymongo
-before it renders anything (measured on our 2-core machine; three of them
-starting beside a busy renderer took 7 s to their first heartbeat). A renderer
+A renderer spends seconds of CPU importing WeasyPrint, FastStream and pymongo
+before it renders anything, and several starting beside a busy renderer take
+several times that to their first heartbeat (docs/design.md). A renderer
 command that names a console script of this environment (the default,
 ``ticketry-renderer``) is therefore started like a preloaded app server starts
 its workers: a ``multiprocessing`` fork server imports the script's module
