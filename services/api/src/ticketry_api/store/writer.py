@@ -6,9 +6,9 @@ database; concurrent writers wait in its busy handler, which sleeps 1, 2, 5,
 times as long as one at a time; docs/performance-notes.md). So the api's hot
 inserts — ledger entries, orders, tickets, the projector's read models — queue
 here instead, and one task writes them: the calls into one collection that
-queued meanwhile go as one ``insert_many(ordered=False)``, one transaction. Busy sleeps go away, and the
-store's cost per order falls as the load rises. On MongoDB this costs one
-queue hop and batches the same way.
+queued meanwhile go as one ``insert_many(ordered=False)``, one transaction.
+Busy sleeps go away, and the store's cost per order falls as the load rises.
+On MongoDB this costs one queue hop and batches the same way.
 
 One :class:`Writer` per process, made at start-up (the api's lifespan; a
 ``ticketryctl`` command that writes makes its own). ``insert`` answers which
