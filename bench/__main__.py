@@ -7,10 +7,10 @@ under a temporary directory (where it also runs the orders with names of every
 script, ``bench/intl_orders.py``), prints ``figure | value | target/baseline | ratio``
 and writes ``bench/results/bench-<time>.json``. Medians over ``--runs`` (3;
 ``--quick`` = 1 run and smaller baseline samples, no scaler curve). Last, the
-scaler curve (``bench/scaler_curve.py``, its own stack, ~3.5 min),
-then the bursts (``bench/burst.py``, its own stack, ~15 min), the
-on-sale rush (``bench/rush.py``) and its crowd of 5,000 progress
-sockets (``bench/crowd.py``), each on its own stack. The rush and the crowd
+scaler curve (``bench/scaler_curve.py``, its own stack, ~3.5 min), then the
+bursts (``bench/burst.py``, its own stack, ~5 min), the on-sale rush
+(``bench/rush.py``) and its crowd of 5,000 progress sockets
+(``bench/crowd.py``), each on its own stack. The rush and the crowd
 add a verdict row each; a scenario that fails or misses its verdict is named
 at the end.
 """
@@ -98,7 +98,7 @@ def _parse_args() -> argparse.Namespace:
     ap.add_argument("--probes", type=int, default=5, help="VIP / small orders per big order")
     ap.add_argument("--post-rates", default="100,200", help="open-loop POST /v1/orders rates, per second")
     ap.add_argument("--no-scaler-curve", action="store_true")
-    ap.add_argument("--no-burst", action="store_true", help="skip bench/burst.py (~15 min)")
+    ap.add_argument("--no-burst", action="store_true", help="skip bench/burst.py (~5 min)")
     ap.add_argument("--no-rush", action="store_true", help="skip bench/rush.py (~4 min)")
     ap.add_argument("--no-intl", action="store_true", help="skip the orders with names of every script")
     ap.add_argument("--no-crowd", action="store_true", help="skip bench/crowd.py's 5,000 sockets at once")

@@ -1,4 +1,4 @@
-"""Scaler response curve : one 3,000-ticket order, min 1, max 4.
+"""Scaler response curve: one 3,000-ticket order, min 1, max 4.
 
     uv run --frozen python -m bench.scaler_curve [--target-drain-s 1] [--quantity 3000] …
 
