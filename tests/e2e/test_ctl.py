@@ -285,7 +285,8 @@ async def test_a_watched_order_draws_its_progress_on_a_terminal(
         if patient is not None:
             await asyncio.to_thread(patient.stop)
         await asyncio.to_thread(ctl_stack.start_renderer)
-    # Then the bar ends at 5/5 after 4/5, and the order completed
+    # Then the bar ends at 5/5 after 4/5, never moving back, and the order completed
+    assert counts() == sorted(counts()), counts()
     result = orjson.loads(out)
     assert (result["status"], result["rendered"], result["failed"]) == ("completed", 5, 0), result
     shown = counts()

@@ -95,6 +95,9 @@ def test_up_only_with_a_live_renderer_then_the_demo_renders(tmp_path: Path) -> N
             if line.startswith("PDFs:"):
                 break
         assert any("order.completed  5/5 rendered, 0 failed" in line for line in seen), seen[-20:]
+        # ...its progress only ever moving forward (the replay after the snapshot is older)
+        progress = [int(m.group(1)) for line in seen if (m := re.search(r"(\d+)/5 rendered", line))]
+        assert progress == sorted(progress), progress
         # ...with its buyer's page linked, and served
         page = next(line.partition(": ")[2] for line in seen if line.startswith("buyer's page"))
         assert "#t=" in page, page

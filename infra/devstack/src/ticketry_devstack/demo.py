@@ -36,13 +36,18 @@ async def demo(api_url: str, quantity: int) -> None:
         order = r.json()
         print(f"order {order['id']}: {quantity} tickets, 202 after {1000 * (time.perf_counter() - t0):.0f} ms")
         # From the order's start (after=0-0): a small order may be rendered before the socket opens.
+        # The snapshot counts what is done so far; the replay after it carries each event's own,
+        # older counts, so what is printed is the most seen, and only when it moved a tenth on.
+        rendered = failed = shown = 0
         async with websockets.connect(f"{order['progress_url']}?token={buyer}&after=0-0") as ws:
             while True:
                 msg = orjson.loads(await ws.recv())
-                if msg["type"] in ("snapshot", "order.completed") or msg["rendered"] % max(quantity // 10, 1) == 0:
+                rendered, failed = max(rendered, msg["rendered"]), max(failed, msg["failed"])
+                if msg["type"] in ("snapshot", "order.completed") or rendered >= shown + max(quantity // 10, 1):
+                    shown = rendered
                     print(
                         f"  {time.perf_counter() - t0:6.2f}s {msg['type']:<16} "
-                        f"{msg['rendered']}/{msg['total']} rendered, {msg['failed']} failed"
+                        f"{rendered}/{msg['total']} rendered, {failed} failed"
                     )
                 if msg["type"] == "order.completed":
                     break

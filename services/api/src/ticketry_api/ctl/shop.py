@@ -133,7 +133,9 @@ def events_create(
 
 async def watch_progress(progress_url: str, token: str, total: int, out: Console, timeout_s: float) -> dict[str, Any]:
     """Follow an order's progress socket from its start (``after=0-0``) with a
-    progress bar until it completes or is cancelled; the last message."""
+    progress bar until it completes or is cancelled; the last message. The
+    snapshot counts what is done so far, and the replay after it carries each
+    event's own, older counts: the bar only ever moves forward."""
     url = f"{progress_url}?token={token}&after=0-0"
     columns = (
         TextColumn("{task.description}"),
@@ -144,10 +146,12 @@ async def watch_progress(progress_url: str, token: str, total: int, out: Console
     )
     with Progress(*columns, console=out, transient=False) as bar:
         task = bar.add_task("rendering", total=total, failed=0)
+        done = failed = 0
         async with asyncio.timeout(timeout_s), websockets.connect(url, max_size=2**20) as ws:
             while True:
                 msg = orjson.loads(await ws.recv())
-                bar.update(task, completed=msg["rendered"] + msg["failed"], failed=msg["failed"])
+                done, failed = max(done, msg["rendered"] + msg["failed"]), max(failed, msg["failed"])
+                bar.update(task, completed=done, failed=failed)
                 if msg["type"] == "order.completed":
                     bar.update(task, description=completed_status(msg["rendered"], msg["failed"]))
                     return dict(msg)
