@@ -15,6 +15,7 @@ APT_PACKAGES=(
   fonts-noto-core         # Arabic, Hebrew, Thai, Devanagari, Vietnamese… (~42 MB)
   fonts-noto-cjk          # Chinese, Japanese, Korean (~91 MB); -extra (334 MB) is not needed
   poppler-utils           # pdftoppm, for looking at tickets
+  prometheus              # prometheus + promtool: the metrics test's scraper, the alert rules' checks
   iproute2                # ip netns for the multi-host test
   chromium                # headless browser of the pages' tests (Playwright drives it; never `playwright install`)
 )
