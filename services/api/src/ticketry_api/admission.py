@@ -18,7 +18,14 @@ default of 100 connections the rest failed with 500. So:
   one that still has no slot after 1.5 times that (the rate fell meanwhile)
   is shed then;
 * every other request is answered ``503`` problem+json with ``Retry-After``
-  (the time to drain what is ahead) before its body is even parsed.
+  (the time to drain what is ahead) before its body is even read.
+
+A slot is only ever held by a request that has a valid bearer token and whose
+body is whole: :class:`OrderGate` answers 401 (and an order that would be shed
+anyway 503) before the body is read, ``middleware.BodyDeadline`` then reads the
+body within its deadline, and only then :class:`OrderAdmission` takes a slot.
+A client that trickles its body therefore holds no slot, and the seconds it
+takes do not count as the api's (the meter below sees only slot time).
 
 The measured rate (:class:`CapacityMeter`) is also what the waiting room admits
 buyers at (``waitingroom``): what the api *sustains*, learned from the seconds
@@ -42,6 +49,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.backoff import ExponentialBackoff
 from redis.driver_info import DriverInfo
 from starlette.types import ASGIApp, Receive, Scope, Send
+from ticketry.auth import AuthError
 from ticketry.db import REDIS_CONNECT_TIMEOUT_S, BudgetRetry
 
 from ticketry_api.errors import PROBLEM
@@ -126,6 +134,25 @@ class Admission:
         self.shed = 0
         self.accepted = 0
 
+    def _past_bounds(self, now: float) -> bool:
+        """Whether a new arrival now would wait past the queue's bounds."""
+        place = len(self.waiters) + 1
+        return place > self.max_queued or place / self.meter.rate(now) > self.queue_s
+
+    def refuse_now(self) -> int | None:
+        """``Retry-After`` for an order arriving now that :meth:`enter` would
+        shed at once (counted as shed), else None; so that it can be refused
+        before anything about it is checked or read."""
+        if self.inflight < self.max_inflight and not self.waiters:
+            return None
+        now = self.clock()
+        self.meter.saturated(now)
+        if not self._past_bounds(now):
+            return None
+        self.shed += 1
+        SHED.inc()
+        return self.retry_after(self.inflight + len(self.waiters))
+
     def retry_after(self, ahead: int) -> int:
         """Seconds until ``ahead`` orders are through at the measured rate (1 to 30)."""
         return min(30, max(1, math.ceil(ahead / self.meter.rate(self.clock()))))
@@ -139,8 +166,7 @@ class Admission:
             return
         now = self.clock()
         self.meter.saturated(now)
-        place = len(self.waiters) + 1
-        if place > self.max_queued or place / self.meter.rate(now) > self.queue_s:
+        if self._past_bounds(now):
             self.shed += 1
             SHED.inc()
             raise Shed(self.retry_after(self.inflight + len(self.waiters)))
@@ -222,16 +248,80 @@ def _shed_response(retry_after_s: int) -> tuple[bytes, list[tuple[bytes, bytes]]
     return body, headers
 
 
+def _is_order(scope: Scope) -> bool:
+    return bool(scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/v1/orders")
+
+
+def bearer_token(scope: Scope) -> str | None:
+    """The token of the request's ``Authorization: Bearer`` header, if any."""
+    for name, value in scope.get("headers") or []:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").strip().partition(" ")
+            token = token.strip()
+            return token if scheme.lower() == "bearer" and token else None
+    return None
+
+
+def _unauthorized(detail: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    body = orjson.dumps({"type": "about:blank", "status": 401, "title": "unauthorized", "detail": detail})
+    headers = [
+        (b"content-type", PROBLEM.encode()),
+        (b"content-length", str(len(body)).encode()),
+        (b"www-authenticate", b"Bearer"),
+        # The body was not read: the server would go on receiving (and
+        # dropping) whatever the client still trickles of it.
+        (b"connection", b"close"),
+    ]
+    return body, headers
+
+
+class OrderGate:
+    """Pure-ASGI middleware, before ``POST /v1/orders``'s body is read: 503 at
+    once when the order would be shed anyway (the cheapest answer, checked
+    first), 401 without a valid bearer token (``verify`` raises ``AuthError``,
+    as the route's own check does; the route still checks the role). Neither
+    reads the body or takes a slot."""
+
+    def __init__(self, app: ASGIApp, admission: Admission, verify: Callable[[str], object]) -> None:
+        self.app, self.admission, self.verify = app, admission, verify
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not _is_order(scope):
+            await self.app(scope, receive, send)
+            return
+        retry_after_s = self.admission.refuse_now()
+        if retry_after_s is not None:
+            body, headers = _shed_response(retry_after_s)
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        token = bearer_token(scope)
+        detail = "a bearer token is required"
+        if token is not None:
+            try:
+                self.verify(token)
+            except AuthError:
+                detail = "invalid or expired token"
+            else:
+                await self.app(scope, receive, send)
+                return
+        body, headers = _unauthorized(detail)
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
 class OrderAdmission:
     """Pure-ASGI middleware: ``POST /v1/orders`` runs only with a slot of
-    :class:`Admission`; without one it is answered 503 at once (the body is
-    not read, the token not checked: shedding must cost next to nothing)."""
+    :class:`Admission`; without one it is answered 503 (at once, or after its
+    short wait in the queue). It sits inside :class:`OrderGate` and
+    ``middleware.BodyDeadline``: the token is valid and the body whole before
+    a slot is taken."""
 
     def __init__(self, app: ASGIApp, admission: Admission) -> None:
         self.app, self.admission = app, admission
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/v1/orders":
+        if not _is_order(scope):
             await self.app(scope, receive, send)
             return
         try:

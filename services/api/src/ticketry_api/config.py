@@ -22,6 +22,21 @@ class ApiSettings(ServingSettings):
     run_projector: bool = True
     # Room for one name per ticket (`holders`) of a big order.
     max_body_bytes: int = 2 * 1024 * 1024
+    # Every request body is read whole before the app sees the request
+    # (middleware.BodyDeadline): one that has not fully arrived within this many
+    # seconds of the request's start is answered 408 and its connection closed,
+    # so a client trickling bytes holds nothing for long.
+    body_read_timeout_s: float = Field(
+        default=10.0, gt=0, le=300,
+        description="Seconds (0 < s <= 300) within which a request's whole body must arrive, else 408",
+    )  # fmt: skip
+    # Request bodies one client address may have in transit at once; past it 429
+    # with Retry-After. The address is the ASGI client host: behind a proxy,
+    # uvicorn's proxy headers (FORWARDED_ALLOW_IPS) must name the proxy.
+    max_slow_bodies_per_client: int = Field(
+        default=16, ge=1, le=10_000,
+        description="Request bodies (1 to 10,000) one client address may be sending at once, else 429",
+    )  # fmt: skip
     # Read here only to check it (web/links.py builds status_page_url from it).
     api_public_url: str | None = None
     # Backpressure on POST /v1/orders (admission.py): orders processed at once;

@@ -21,10 +21,10 @@ from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
 from ticketry_api import errors, metrics, retention, waitingroom, webhooks
-from ticketry_api.admission import Admission, OrderAdmission, bounded_redis
+from ticketry_api.admission import Admission, OrderAdmission, OrderGate, bounded_redis
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
-from ticketry_api.middleware import BodyLimit, SecurityHeaders
+from ticketry_api.middleware import BodyDeadline, BodyLimit, SecurityHeaders
 from ticketry_api.orders import sweep_outbox
 from ticketry_api.projector import run_projector
 from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets
@@ -109,6 +109,15 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         settings.max_inflight_orders, max_queued=settings.max_queued_orders, queue_s=settings.order_queue_s
     )
     app.add_middleware(OrderAdmission, admission=app.state.admission)  # POST /v1/orders: bound, queue, 503
+    # Every body whole (408 past the deadline, 429 past the per-address bound)
+    # before an order takes a slot: a trickled body holds none.
+    app.add_middleware(
+        BodyDeadline, timeout_s=settings.body_read_timeout_s, per_client=settings.max_slow_bodies_per_client
+    )
+    # POST /v1/orders: 503 when it would be shed anyway, 401 without a valid token; the body not yet read.
+    app.add_middleware(
+        OrderGate, admission=app.state.admission, verify=lambda tok: app.state.ticketry.token_verifier().verify(tok)
+    )
     app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics.RequestMetrics)  # outermost: counts every answer, 413s included
