@@ -56,6 +56,26 @@ class ApiSettings(ServingSettings):
     # new buyer past it is answered 503 "queue full" with Retry-After. A place
     # holds ~500 bytes of Redis: 100,000 waiting are ~50 MB.
     room_max_queue: int = Field(default=100_000, ge=1)
+    # "Download all" (web/joins.py): a join of a full part holds ~9 MB read
+    # and ~9 MB written, and PDFium joins one at a time per process. Past the
+    # running and waiting joins below a download is answered 503 with
+    # Retry-After before it reads anything; identical downloads share one join.
+    max_concurrent_joins: int = Field(
+        default=2, ge=1, le=64,
+        description="Joins of an order's PDFs (1 to 64) that read and join at once in one api process",
+    )  # fmt: skip
+    max_queued_joins: int = Field(
+        default=4, ge=0, le=1000,
+        description="Joins (0 to 1,000) that may wait for a running slot, holding nothing yet; past it 503",
+    )  # fmt: skip
+    max_joins_per_order: int = Field(
+        default=1, ge=1, le=64,
+        description="Running or waiting joins (1 to 64) of one order's parts, so one order cannot take every slot",
+    )  # fmt: skip
+    joined_pdf_cache_mb: int = Field(
+        default=64, ge=0, le=4096,
+        description="MiB (0 to 4,096; 0: none) of joined parts kept per api process for repeated downloads",
+    )  # fmt: skip
 
     @property
     def bind_host(self) -> str:

@@ -18,6 +18,7 @@ from ticketry_api import ratelimit
 from ticketry_api.config import ApiSettings
 from ticketry_api.errors import Problem
 from ticketry_api.store import Store
+from ticketry_api.web.joins import Joins
 from ticketry_api.web.links import LinkSettings
 from ticketry_api.webhooks.config import WebhookSettings
 
@@ -37,11 +38,24 @@ class AppState:
     # Read from the environment with the rest of the state, in the lifespan (a bad value fails the start).
     links: LinkSettings = field(default_factory=LinkSettings)
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)
+    # "Download all" joins (web/joins.py): built on first use from the settings.
+    joins: Joins | None = None
 
     def pdf_store(self) -> PdfStore:
         if self.pdfs is None:
             self.pdfs = open_store(self.settings)
         return self.pdfs
+
+    def part_joins(self) -> Joins:
+        if self.joins is None:
+            s = self.settings
+            self.joins = Joins(
+                slots=s.max_concurrent_joins,
+                queue=s.max_queued_joins,
+                per_order=s.max_joins_per_order,
+                cache_bytes=s.joined_pdf_cache_mb * 1024 * 1024,
+            )
+        return self.joins
 
     def token_verifier(self) -> TokenVerifier:
         if self.verifier is None:

@@ -7,8 +7,9 @@ cancelled. Shared by the REST routes and the buyer's page."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from ticketry.documents import Order, TicketStatus
 from ticketry.storage import StorageUnavailable
 
@@ -16,6 +17,7 @@ from ticketry_api.deps import AppState
 from ticketry_api.errors import Problem
 from ticketry_api.orders_read import tickets_of
 from ticketry_api.readmodel import TicketOf, order_outcome, order_ticket_statuses, ticket_status
+from ticketry_api.web.joins import JoinsBusy, part_key
 from ticketry_api.web.pdfs import PART_SIZE, join_pdfs
 
 
@@ -75,11 +77,35 @@ async def joined_pdf(state: AppState, order: Order, part: int) -> Response:
     rendered = [t for t in ids if t in done]
     if not rendered:
         raise Problem(409, "not rendered", "none of these tickets is rendered yet")
-    # A PDF that went missing meanwhile (its order was just cancelled) is left out.
-    pdfs = await asyncio.gather(*(store.read(order.id, t) for t in rendered))
-    body = await asyncio.to_thread(join_pdfs, [p for p in pdfs if p is not None])
+    key = part_key(order.id, part, rendered)
+
+    async def join() -> bytes:
+        # A PDF that went missing meanwhile (its order was just cancelled) is left out.
+        pdfs = await asyncio.gather(*(store.read(order.id, t) for t in rendered))
+        return await asyncio.to_thread(join_pdfs, [p for p in pdfs if p is not None])
+
+    try:
+        body = await state.part_joins().joined(order.id, key, join)
+    except JoinsBusy as exc:
+        raise Problem(
+            503, "busy", f"{exc}: try again shortly", {"Retry-After": str(exc.retry_after_s)}, kind="busy"
+        ) from None
     name = f"{order.id}.pdf" if order.quantity <= PART_SIZE else f"{order.id}-part{part + 1}.pdf"
-    return Response(
-        body, media_type="application/pdf",
-        headers={"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "private, no-store"},
+    # In chunks, each sent once the client took the last: many answers of one
+    # kept part share its bytes instead of each copying it into a socket buffer.
+    return StreamingResponse(
+        _chunks(body), media_type="application/pdf",
+        headers={
+            "Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "private, no-store",
+            "Content-Length": str(len(body)),
+        },
     )  # fmt: skip
+
+
+CHUNK_BYTES = 64 * 1024
+
+
+async def _chunks(body: bytes) -> AsyncIterator[memoryview]:
+    view = memoryview(body)
+    for start in range(0, len(view), CHUNK_BYTES):
+        yield view[start : start + CHUNK_BYTES]
