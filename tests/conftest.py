@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import pytest
@@ -19,7 +20,12 @@ from ticketry.auth import Role, issue_token
 from ticketry.settings import DEV_JWT_SECRET
 from ticketry_devstack.procs import Stack, start_stack
 
-TokenFactory = Callable[[str, Role], str]
+
+class TokenFactory(Protocol):
+    """Mints a dev-secret token; ``org`` (an organizer's sub) and ``events``
+    bind a staff token, which the api refuses (403) without either."""
+
+    def __call__(self, sub: str, role: Role, *, org: str | None = None, events: list[str] | None = None) -> str: ...
 
 
 def make_stack(root: Path, renderers: int = 2, extra_env: dict[str, str] | None = None) -> Stack:
@@ -55,8 +61,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 @pytest.fixture(scope="session")
 def token() -> TokenFactory:
-    def make(sub: str, role: Role) -> str:
-        return issue_token(sub, role, key=DEV_JWT_SECRET)
+    def make(sub: str, role: Role, *, org: str | None = None, events: list[str] | None = None) -> str:
+        return issue_token(sub, role, key=DEV_JWT_SECRET, org=org, events=events)
 
     return make
 

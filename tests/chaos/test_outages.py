@@ -157,7 +157,11 @@ class Door:
 async def _door(api: httpx.AsyncClient, stack: Stack, token: TokenFactory) -> Door:
     """An order of its own event (not counted with the buyers'), rendered, its
     codes read from its PDFs, and a check-in list."""
-    org, buyer, staff = token("door-org", "organizer"), token("door-buyer", "buyer"), token("door-staff", "staff")
+    org, buyer, staff = (
+        token("door-org", "organizer"),
+        token("door-buyer", "buyer"),
+        token("door-staff", "staff", org="door-org"),
+    )
     event = await create_event(api, org, capacity=10)
     r = await place_order(api, buyer, event["id"], 3)
     assert r.status_code == 202, r.text

@@ -39,7 +39,7 @@ async def order_renders_and_checks_in_once(
 ) -> None:
     # Given an event and a buyer
     organizer, buyer = token(f"{who}-org", "organizer"), token(f"{who}-buyer", "buyer")
-    staff = token(f"{who}-staff", "staff")
+    staff = token(f"{who}-staff", "staff", org=f"{who}-org")
     event = await create_event(api, organizer, capacity=100)
     door = await checkin_list(api, organizer, event["id"])
 

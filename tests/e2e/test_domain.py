@@ -149,7 +149,7 @@ async def test_check_in_lists_bind_codes_to_their_event_and_tier(api: httpx.Asyn
     cheap = (await place_order(api, buyer, b["id"], 1)).json()
     std = (await place_order(api, buyer, a["id"], 1)).json()
     (cheap_code,), (std_code,) = await codes_of(api, cheap, buyer), await codes_of(api, std, buyer)
-    staff = token("dom-staff-5", "staff")
+    staff = token("dom-staff-5", "staff", events=[a["id"], b["id"]])
 
     # When the cheap ticket of event B is scanned at event A's door
     r = await scan(api, staff, cheap_code, door_a)
@@ -178,7 +178,11 @@ async def test_check_in_lists_bind_codes_to_their_event_and_tier(api: httpx.Asyn
 
 
 async def test_a_nonce_gets_its_first_answer_again(api: httpx.AsyncClient, token: TokenFactory, stack: Stack) -> None:
-    org, buyer, staff = token("dom-org-6", "organizer"), token("dom-buyer-6", "buyer"), token("dom-staff-6", "staff")
+    org, buyer, staff = (
+        token("dom-org-6", "organizer"),
+        token("dom-buyer-6", "buyer"),
+        token("dom-staff-6", "staff", org="dom-org-6"),
+    )
     event = await create_event(api, org)
     door = await checkin_list(api, org, event["id"])
     order = (await place_order(api, buyer, event["id"], 1)).json()
@@ -322,7 +326,11 @@ async def test_cancel_cancel_and_scan_never_admit_a_cancelled_ticket(
     api: httpx.AsyncClient, token: TokenFactory
 ) -> None:
     # Given 20 one-ticket orders whose buyer cancels twice while staff scan
-    org, buyer, staff = token("dom-org-9", "organizer"), token("dom-buyer-9", "buyer"), token("dom-staff-9", "staff")
+    org, buyer, staff = (
+        token("dom-org-9", "organizer"),
+        token("dom-buyer-9", "buyer"),
+        token("dom-staff-9", "staff", org="dom-org-9"),
+    )
     event = await create_event(api, org, capacity=20)
     door = await checkin_list(api, org, event["id"])
     orders = [(await place_order(api, buyer, event["id"], 1)).json() for _ in range(20)]

@@ -218,7 +218,9 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
             assert (await place_order(api, buyer, event["id"], 10)).status_code == 409
             assert (await place_order(api, buyer, event["id"], 1, tier="no-such-tier")).status_code == 422
             list_id = await checkin_list(api, organizer, event["id"])
-            assert (await scan(api, token("prom-staff", "staff"), "TK1.k1.tk_x.forged", list_id)).status_code == 404
+            assert (
+                await scan(api, token("prom-staff", "staff", org="prom-org"), "TK1.k1.tk_x.forged", list_id)
+            ).status_code == 404
             assert (await api.get("/metrics", headers=bearer(buyer))).status_code == 200
 
         # Then Prometheus sees the tickets rendered once each, and each answer counted once

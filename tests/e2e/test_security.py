@@ -1,7 +1,8 @@
 """Isolation and hostile input against the real stack (guarantees 6 and 7).
 
-The access matrix runs every caller (buyer A, buyer B, organizer, staff, admin,
-no token, expired, wrong algorithms) against every route and the WebSocket.
+The access matrix runs every caller (buyer A, buyer B, organizer, staff of the
+event's organizer, of another and of none, admin, no token, expired, wrong
+algorithms) against every route and the WebSocket.
 """
 
 from __future__ import annotations
@@ -104,7 +105,10 @@ async def world(stack: Stack, token: TokenFactory) -> World:
         "buyer_b": token("buyer-b", "buyer"),
         "organizer": token("org-sec", "organizer"),
         "organizer_b": token("org-sec-other", "organizer"),
-        "staff": token("staff-sec", "staff"),
+        "staff": token("staff-sec", "staff", org="org-sec"),
+        # staff of the other organizer, and a staff token bound to no organizer or events
+        "staff_other": token("staff-sec-other", "staff", org="org-sec-other"),
+        "staff_unbound": token("staff-sec-unbound", "staff"),
         "admin": token("admin-sec", "admin"),
         "none": None,
         **bad_tokens(),
@@ -123,7 +127,7 @@ def _h(tok: str | None) -> dict[str, str]:
     return bearer(tok) if tok else {}
 
 
-GOOD = ("buyer_a", "buyer_b", "organizer", "organizer_b", "staff", "admin")
+GOOD = ("buyer_a", "buyer_b", "organizer", "organizer_b", "staff", "staff_other", "admin")
 BAD = ("none", "expired", "alg-none", "hs512", "rs256", "wrong-secret", "not-yet-valid")
 FORGED = "TK1.k1.tk_00000000000000000000_00000.AAAA"
 
@@ -131,6 +135,9 @@ FORGED = "TK1.k1.tk_00000000000000000000_00000.AAAA"
 def expected(route: str, caller: str) -> int:
     if caller in BAD:
         return 401
+    if caller == "staff_unbound":
+        return 403  # refused wherever it is presented, before anything is looked up
+    door = {"staff": 200, "organizer": 200, "admin": 200, "organizer_b": 404}
     table: dict[str, dict[str, int]] = {
         "create_event": {"organizer": 201, "organizer_b": 201, "admin": 201},
         "get_event": dict.fromkeys(GOOD, 200),
@@ -141,7 +148,12 @@ def expected(route: str, caller: str) -> int:
         "get_pdf": {"buyer_a": 200, "organizer": 200, "admin": 200},
         "cancel_other": {},  # only tried by callers who must not cancel
         "checkin_forged": {"staff": 404, "admin": 404},
-        "signing_keys": {"staff": 200, "admin": 200},
+        "signing_keys": {"staff": 200, "staff_other": 200, "admin": 200},
+        # the door's reads: the event's staff and organiser; another organiser does not learn it exists
+        "checkin_lists": door,
+        "checkin_list": door,
+        "list_tickets": door,
+        "revocations": door,
         "rotate_keys": {"admin": 200},
     }
     default = 404 if route in ("get_order", "get_ticket", "get_pdf", "cancel_other") else 403
@@ -151,6 +163,7 @@ def expected(route: str, caller: str) -> int:
 ROUTES = [
     "create_event", "get_event", "create_order", "get_order", "get_ticket", "get_pdf",
     "cancel_other", "checkin_forged", "signing_keys", "rotate_keys",
+    "checkin_lists", "checkin_list", "list_tickets", "revocations",
 ]  # fmt: skip
 
 
@@ -182,6 +195,14 @@ async def call(api: httpx.AsyncClient, w: World, route: str, tok: str | None) ->
             return await api.get("/v1/checkins/keys", headers=h)
         case "rotate_keys":
             return await api.post("/v1/checkins/keys/rotate", headers=h)
+        case "checkin_lists":
+            return await api.get(f"/v1/events/{w.event_id}/checkin-lists", headers=h)
+        case "checkin_list":
+            return await api.get(f"/v1/checkin-lists/{w.list_id}", headers=h)
+        case "list_tickets":
+            return await api.get(f"/v1/checkin-lists/{w.list_id}/tickets", headers=h)
+        case "revocations":
+            return await api.get(f"/v1/events/{w.event_id}/revocations", headers=h)
     raise AssertionError(route)
 
 
@@ -239,9 +260,9 @@ async def test_access_matrix_over_the_websocket(world: World) -> None:
     for caller, tok in world.tokens.items():
         url = f"{base}?token={tok}" if tok else base
         results[caller] = await ws_outcome(url)
-    want = dict.fromkeys(BAD, ("closed", 4401))
+    want = dict.fromkeys((*BAD, "staff_unbound"), ("closed", 4401))
     want |= {"buyer_a": ("snapshot", None), "admin": ("snapshot", None)}
-    want |= dict.fromkeys(("buyer_b", "organizer", "organizer_b", "staff"), ("closed", 4404))
+    want |= dict.fromkeys(("buyer_b", "organizer", "organizer_b", "staff", "staff_other"), ("closed", 4404))
     assert results == want
     # An unknown order looks exactly like someone else's
     other = base.replace(world.order_id, "or_00000000000000000000")
@@ -394,7 +415,8 @@ async def test_forged_codes_are_404_without_detail(api: httpx.AsyncClient, world
 
 async def test_cancel_revokes_codes_and_returns_capacity(api: httpx.AsyncClient, token: TokenFactory) -> None:
     org, buyer, other, staff = (
-        token("org-c", "organizer"), token("buyer-c", "buyer"), token("buyer-d", "buyer"), token("staff-c", "staff"),
+        token("org-c", "organizer"), token("buyer-c", "buyer"), token("buyer-d", "buyer"),
+        token("staff-c", "staff", org="org-c"),
     )  # fmt: skip
     event = await create_event(api, org, capacity=5)
     lid = await checkin_list(api, org, event["id"])
@@ -509,7 +531,8 @@ async def test_an_order_the_outbox_sweep_gives_up_no_longer_counts_against_its_b
 
 async def test_cancel_after_check_in_is_refused(api: httpx.AsyncClient, token: TokenFactory) -> None:
     org, buyer, staff, admin = (
-        token("org-e", "organizer"), token("buyer-e", "buyer"), token("staff-e", "staff"), token("admin-e", "admin"),
+        token("org-e", "organizer"), token("buyer-e", "buyer"), token("staff-e", "staff", org="org-e"),
+        token("admin-e", "admin"),
     )  # fmt: skip
     event = await create_event(api, org, capacity=5)
     lid = await checkin_list(api, org, event["id"])
@@ -524,7 +547,11 @@ async def test_cancel_after_check_in_is_refused(api: httpx.AsyncClient, token: T
 
 async def test_cancel_of_an_order_past_the_point_reads(api: httpx.AsyncClient, token: TokenFactory) -> None:
     # Given orders bigger than what cancel and GET read ticket by ticket
-    org, buyer, staff = token("org-big", "organizer"), token("buyer-big", "buyer"), token("staff-big", "staff")
+    org, buyer, staff = (
+        token("org-big", "organizer"),
+        token("buyer-big", "buyer"),
+        token("staff-big", "staff", org="org-big"),
+    )
     n = POINT_READS_UP_TO + 6
     event = await create_event(api, org, capacity=2 * n)
     lid = await checkin_list(api, org, event["id"])
@@ -548,7 +575,7 @@ async def test_cancel_of_an_order_past_the_point_reads(api: httpx.AsyncClient, t
 
 async def test_cancel_racing_a_scan_never_both_succeed(api: httpx.AsyncClient, token: TokenFactory) -> None:
     # Given 12 one-ticket orders whose buyer cancels while the ticket is scanned
-    org, buyer, staff = token("org-r", "organizer"), token("buyer-r", "buyer"), token("staff-r", "staff")
+    org, buyer, staff = token("org-r", "organizer"), token("buyer-r", "buyer"), token("staff-r", "staff", org="org-r")
     event = await create_event(api, org, capacity=12)
     lid = await checkin_list(api, org, event["id"])
     orders = [(await place_order(api, buyer, event["id"], 1)).json() for _ in range(12)]

@@ -37,8 +37,8 @@ class StrictApi:
     url: str
     key: rsa.RSAPrivateKey
 
-    def token(self, sub: str, role: Role, kid: str = "idp-1") -> str:
-        return issue_token(sub, role, key=self.key, algorithm="RS256", kid=kid)
+    def token(self, sub: str, role: Role, kid: str = "idp-1", org: str | None = None) -> str:
+        return issue_token(sub, role, key=self.key, algorithm="RS256", kid=kid, org=org)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,10 @@ async def test_orders_are_rate_limited_per_user(sapi: httpx.AsyncClient, strict_
 
 
 async def test_checkins_are_rate_limited_per_scanner(sapi: httpx.AsyncClient, strict_api: StrictApi) -> None:
-    staff, other = strict_api.token("staff-rl", "staff"), strict_api.token("staff-rl-2", "staff")
+    staff, other = (
+        strict_api.token("staff-rl", "staff", org="org-rl"),
+        strict_api.token("staff-rl-2", "staff", org="org-rl"),
+    )
     body = {"code": "TK1.k1.tk_00000000000000000000.AAAA", "list_id": "cl_" + "0" * 20}
     statuses = [(await sapi.post("/v1/checkins", json=body, headers=bearer(staff))).status_code for _ in range(5)]
     assert statuses == [404] * LIMIT + [429] * (5 - LIMIT)

@@ -21,7 +21,17 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
-from ticketry.auth import ORDER_LINK_AUDIENCE, AuthError, JwtSettings, TokenVerifier, decode_token, issue_token
+from ticketry.auth import (
+    ORDER_LINK_AUDIENCE,
+    AuthError,
+    JwtSettings,
+    Principal,
+    TokenVerifier,
+    UnboundStaffError,
+    decode_token,
+    issue_token,
+    verify_bearer_or_link,
+)
 from ticketry.settings import DEV_JWT_SECRET, CommonSettings, ConfigurationError, ServingSettings
 from ticketry_api.config import ApiSettings
 from ticketry_notifier.config import NotifierSettings
@@ -59,8 +69,72 @@ def hs256_by_hand(payload: dict[str, object], secret: bytes) -> str:
 
 
 def test_hs256_token_verifies() -> None:
-    who = decode_token(issue_token("u1", "staff", key=SECRET), key=SECRET)
-    assert (who.sub, who.role) == ("u1", "staff")
+    who = decode_token(issue_token("u1", "staff", key=SECRET, org="org-1"), key=SECRET)
+    assert (who.sub, who.role, who.org, who.events) == ("u1", "staff", "org-1", None)
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        pytest.param({}, id="neither"),
+        pytest.param({"events": []}, id="no-events"),
+        pytest.param({"org": None}, id="null-org"),
+    ],
+)
+def test_a_staff_token_bound_to_nothing_is_refused(binding: dict[str, object]) -> None:
+    token = jwt.encode(claims(role="staff", **binding), SECRET, "HS256")
+    with pytest.raises(UnboundStaffError):
+        decode_token(token, key=SECRET)
+    # Other roles need no binding
+    assert (
+        decode_token(jwt.encode(claims(role="organizer", **binding), SECRET, "HS256"), key=SECRET).role == "organizer"
+    )
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        pytest.param({"org": ""}, id="empty-org"),
+        pytest.param({"org": "o" * 129}, id="long-org"),
+        pytest.param({"org": 7}, id="number-org"),
+        pytest.param({"org": ["a"]}, id="list-org"),
+        pytest.param({"org": "a\nb"}, id="unprintable-org"),
+        pytest.param({"events": "ev_1"}, id="string-events"),
+        pytest.param({"events": [1]}, id="number-in-events"),
+        pytest.param({"events": [""]}, id="empty-event-id"),
+        pytest.param({"events": ["e" * 129]}, id="long-event-id"),
+        pytest.param({"events": [f"ev_{n}" for n in range(1001)]}, id="too-many-events"),
+    ],
+)
+def test_malformed_bindings_are_refused(binding: dict[str, object]) -> None:
+    token = jwt.encode(claims(role="staff", **binding), SECRET, "HS256")
+    with pytest.raises(AuthError) as refused:
+        decode_token(token, key=SECRET)
+    assert not isinstance(refused.value, UnboundStaffError)
+
+
+def test_bindings_limit_where_staff_scan() -> None:
+    by_org = decode_token(issue_token("s", "staff", key=SECRET, org="org-a"), key=SECRET)
+    assert by_org.may_scan_for("ev_1", "org-a") and not by_org.may_scan_for("ev_1", "org-b")
+    by_events = decode_token(issue_token("s", "staff", key=SECRET, events=["ev_1"]), key=SECRET)
+    assert by_events.may_scan_for("ev_1", "org-b") and not by_events.may_scan_for("ev_2", "org-b")
+    # Both: each is a limit
+    both = decode_token(issue_token("s", "staff", key=SECRET, org="org-a", events=["ev_1"]), key=SECRET)
+    assert both.may_scan_for("ev_1", "org-a")
+    assert not both.may_scan_for("ev_1", "org-b") and not both.may_scan_for("ev_2", "org-a")
+    # A door's worth of real event ids fits (the token's 8 KiB bound comes first)
+    many = [f"ev_{n:020x}" for n in range(200)]
+    assert decode_token(issue_token("s", "staff", key=SECRET, events=many), key=SECRET).events == frozenset(many)
+    # A staff principal built without a binding scans nowhere; admin everywhere
+    assert not Principal("s", "staff").may_scan_for("ev_1", "org-a")
+    assert Principal("a", "admin").may_scan_for("ev_1", "org-a")
+
+
+def test_an_unbound_staff_token_is_no_order_link_either() -> None:
+    """Presented where an order link is also accepted, it is refused as unbound (403), not tried as a link."""
+    verifier = TokenVerifier("HS256", key=SECRET)
+    with pytest.raises(UnboundStaffError):
+        verify_bearer_or_link(verifier, SECRET, issue_token("s", "staff", key=SECRET), "order:or_1")
 
 
 @pytest.mark.parametrize(

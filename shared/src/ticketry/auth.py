@@ -15,6 +15,11 @@ an unknown ``kid`` at most every 30 s; a failed refresh keeps the last good
 set). ``TICKETRY_JWT_ISSUER`` / ``TICKETRY_JWT_AUDIENCE``, when set, must match
 the token's ``iss`` / ``aud`` (both then required). An HS secret shorter than
 its hash (32 bytes for HS256, RFC 7518 §3.2) is refused.
+
+A staff token is bound: to an organizer's events (claim ``org``, the
+organizer's ``sub``) or to events (claim ``events``, their ids), or both. One
+with neither is refused at verification (:class:`UnboundStaffError`, a 403
+wherever it is presented): deny by default.
 """
 
 from __future__ import annotations
@@ -43,12 +48,22 @@ SYMMETRIC: frozenset[str] = frozenset({"HS256", "HS384", "HS512"})
 ASYMMETRIC: frozenset[str] = frozenset({"RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"})
 # RFC 7518 §3.2: an HMAC key at least as long as the hash's output.
 MIN_SECRET_BYTES: dict[str, int] = {"HS256": 32, "HS384": 48, "HS512": 64}
+# Bounds of a staff token's bindings: at most this many ``events``, each id
+# (and ``org``, an organizer's ``sub``) at most this many characters.
+MAX_EVENTS_CLAIM = 1000
+MAX_ID_CLAIM = 128
 # The JWK key type each asymmetric algorithm takes (other keys of a JWKS are skipped).
 _KEY_TYPE = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
 
 
 class AuthError(Exception):
     """Missing, malformed, expired or otherwise unacceptable token."""
+
+
+class UnboundStaffError(AuthError):
+    """A genuine staff token bound to no organizer (``org``) and no events
+    (``events``): refused everywhere (403), so a forgotten claim never opens
+    every organizer's doors."""
 
 
 class ConfigurationError(RuntimeError):
@@ -59,13 +74,15 @@ class ConfigurationError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class Principal:
     """Who is calling: the token's ``sub`` and ``role``; ``events`` limits a
-    staff token to those events (None: no limit); ``exp`` is when the token
-    expires (Unix seconds; 0 when unknown)."""
+    token to those events and ``org`` to the events of that organizer (None:
+    no such limit; a staff token always has one or both, see :func:`_principal`);
+    ``exp`` is when the token expires (Unix seconds; 0 when unknown)."""
 
     sub: str
     role: Role
     events: frozenset[str] | None = None
     exp: int = 0
+    org: str | None = None
     # ``order:<id>``: an order link's token (:func:`issue_order_link`), good
     # only for reading that one order. Any other value limits nothing.
     scope: str | None = None
@@ -75,9 +92,13 @@ class Principal:
         token reads its own order (its page, PDFs and progress), nothing else."""
         return self.scope is None or not self.scope.startswith(ORDER_SCOPE) or self.scope == ORDER_SCOPE + order_id
 
-    def may_scan_for(self, event_id: str) -> bool:
-        """True if this caller may check tickets in for ``event_id``."""
-        return self.events is None or event_id in self.events
+    def may_scan_for(self, event_id: str, organizer_id: str) -> bool:
+        """True if this caller may check tickets in for the event ``event_id``
+        of ``organizer_id``: within its ``events`` and ``org``, each a limit
+        when present. A staff token with neither never gets this far."""
+        if self.role == "staff" and self.events is None and self.org is None:
+            return False  # deny by default, should a Principal be built by hand
+        return (self.events is None or event_id in self.events) and (self.org is None or self.org == organizer_id)
 
     @property
     def is_admin(self) -> bool:
@@ -96,9 +117,17 @@ def _principal(claims: dict[str, Any]) -> Principal:
         raise AuthError("invalid role")
     events = claims.get("events")
     if events is not None and (
-        not isinstance(events, list) or len(events) > 1000 or not all(isinstance(e, str) for e in events)
+        not isinstance(events, list)
+        or len(events) > MAX_EVENTS_CLAIM
+        or not all(isinstance(e, str) and 0 < len(e) <= MAX_ID_CLAIM for e in events)
     ):
         raise AuthError("invalid events claim")
+    org = claims.get("org")
+    if org is not None and (not isinstance(org, str) or not org or len(org) > MAX_ID_CLAIM or not org.isprintable()):
+        raise AuthError("invalid org claim")
+    if role == "staff" and not events and org is None:
+        # An empty ``events`` list binds to nothing too: the same refusal.
+        raise UnboundStaffError("staff token bound to no organizer or events")
     exp = claims.get("exp")
     # An identity provider's OAuth ``scope`` ("openid profile") is no error: only ``order:`` limits.
     scope = claims.get("scope")
@@ -107,6 +136,7 @@ def _principal(claims: dict[str, Any]) -> Principal:
         role=cast(Role, role),
         events=None if events is None else frozenset(events),
         exp=exp if isinstance(exp, int) else 0,
+        org=org,
         scope=scope if isinstance(scope, str) and len(scope) <= 128 else None,
     )
 
@@ -347,12 +377,17 @@ def issue_token(
     kid: str | None = None,
     not_before_s: int = 0,
     events: list[str] | None = None,
+    org: str | None = None,
 ) -> str:
-    """Mint a token (dev mode, tests, the demo); ``events`` limits a staff token."""
+    """Mint a token (dev mode, tests, the demo). ``events`` (event ids) and
+    ``org`` (an organizer's ``sub``) bind a staff token; one without either is
+    refused wherever it is presented."""
     now = int(time.time())
     claims: dict[str, Any] = {"sub": sub, "role": role, "iat": now, "nbf": now + not_before_s, "exp": now + ttl_s}
     if events is not None:
         claims["events"] = events
+    if org is not None:
+        claims["org"] = org
     return jwt.encode(claims, key, algorithm, headers={"kid": kid} if kid else None)
 
 
@@ -412,6 +447,8 @@ def verify_bearer_or_link(verifier: TokenVerifier, secret: str, token: str, scop
     :class:`AuthError` otherwise."""
     try:
         return verifier.verify(token)
+    except UnboundStaffError:
+        raise
     except AuthError:
         return verify_link(token, scope, secret=secret, leeway_s=verifier.leeway_s)
 

@@ -56,7 +56,9 @@ async def list_for(db: Store, list_id: str, who: Principal) -> CheckinList:
     lst = await db.checkins.checkin_list(list_id) if is_valid_id(list_id, "cl") else None
     if lst is None:
         raise Problem(404, "unknown check-in list")
-    if not who.may_scan_for(lst.event_id):
+    event = await db.event(lst.event_id)
+    # A list whose event is gone matches no organizer (an ``org`` token may not use it).
+    if not who.may_scan_for(lst.event_id, event.organizer_id if event is not None else ""):
         raise Problem(403, "forbidden", "this token may not check in for this event")
     return lst
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from redis.asyncio import Redis
-from ticketry.auth import AuthError, Principal, Role, TokenVerifier
+from ticketry.auth import AuthError, Principal, Role, TokenVerifier, UnboundStaffError
 from ticketry.codes import Keyring
 from ticketry.pdfstores import open_store
 from ticketry.storage import PdfStore
@@ -77,6 +77,7 @@ async def get_state(request: Request) -> AppState:
 
 _bearer = HTTPBearer(auto_error=False)
 _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
+UNBOUND_STAFF = "a staff token must name its organizer (claim org) or its events (claim events)"
 
 
 async def get_principal(
@@ -87,6 +88,8 @@ async def get_principal(
         raise Problem(401, "unauthorized", "a bearer token is required", _UNAUTHORIZED)
     try:
         return app_state(request).token_verifier().verify(creds.credentials)
+    except UnboundStaffError:
+        raise Problem(403, "forbidden", UNBOUND_STAFF) from None
     except AuthError:
         # No reason given: "expired" vs "bad signature" helps nobody but an attacker.
         raise Problem(401, "unauthorized", "invalid or expired token", _UNAUTHORIZED) from None

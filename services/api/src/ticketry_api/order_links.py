@@ -10,10 +10,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from ticketry.auth import ORDER_SCOPE, AuthError, Principal, verify_bearer_or_link, verify_link
+from ticketry.auth import ORDER_SCOPE, AuthError, Principal, UnboundStaffError, verify_bearer_or_link, verify_link
 
 from ticketry_api import ratelimit
-from ticketry_api.deps import AppState, app_state
+from ticketry_api.deps import UNBOUND_STAFF, AppState, app_state
 from ticketry_api.errors import Problem
 
 # The cookie the buyer's page sets (``POST /o/{id}/session``), path-scoped to the order's page.
@@ -69,6 +69,8 @@ async def owner_or_link(
         raise Problem(401, "unauthorized", "a bearer token is required", _UNAUTHORIZED)
     try:
         who = verify_bearer_or_link(state.token_verifier(), state.settings.jwt_key, token, ORDER_SCOPE + order_id)
+    except UnboundStaffError:
+        raise Problem(403, "forbidden", UNBOUND_STAFF) from None
     except AuthError:
         raise Problem(401, "unauthorized", "invalid or expired link", _UNAUTHORIZED) from None
     return await counted(state, who)

@@ -16,7 +16,7 @@ import typer
 import websockets
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from ticketry.auth import ROLES, Role, issue_token
+from ticketry.auth import MAX_ID_CLAIM, ROLES, Role, issue_token
 from ticketry.settings import DEV_JWT_SECRET
 
 from ticketry_api.ctl.common import JsonOpt, console, err, fail, print_json, run, settings
@@ -34,13 +34,16 @@ TokenOpt = Annotated[
 ]
 
 
-def mint(sub: str, role: Role, *, ttl_s: int = 3600, events: list[str] | None = None) -> str:
-    """A token signed with the stack's secret; refused outside dev mode."""
+def mint(sub: str, role: Role, *, ttl_s: int = 3600, events: list[str] | None = None, org: str | None = None) -> str:
+    """A token signed with the stack's secret; refused outside dev mode, and
+    for a staff token bound to no organizer and no events (the api refuses those)."""
     s = settings()
     if not s.dev_mode:
         raise fail("tokens are minted in dev mode only (TICKETRY_DEV_MODE=1); use your identity provider's tokens")
+    if role == "staff" and not events and org is None:
+        raise fail("a staff token needs --org ORGANIZER (scan at that organizer's events) or --event EV (repeat)")
     key = s.jwt_secret.get_secret_value() if s.jwt_secret is not None else DEV_JWT_SECRET
-    return issue_token(sub, role, key=key, ttl_s=ttl_s, events=events)
+    return issue_token(sub, role, key=key, ttl_s=ttl_s, events=events, org=org)
 
 
 def bearer(token: str | None, as_: str, role: Role) -> str:
@@ -59,15 +62,21 @@ def mint_cmd(
     events_: Annotated[
         list[str] | None, typer.Option("--event", help="limit a staff token to this event (repeat)")
     ] = None,
+    org: Annotated[
+        str | None, typer.Option("--org", help="limit a staff token to this organizer's events (its sub)")
+    ] = None,
     ttl: Annotated[int, typer.Option("--ttl", help="seconds until it expires", min=1)] = 3600,
     json: JsonOpt = False,
 ) -> None:
-    """Mint a bearer token (dev mode only) and print it."""
+    """Mint a bearer token (dev mode only) and print it. A staff token needs
+    ``--org`` or ``--event`` (or both: each limits it)."""
     if role not in ROLES:
         raise fail(f"unknown role {role!r} (buyer, organizer, staff, admin)")
-    tok = mint(sub, role, ttl_s=ttl, events=events_)  # type: ignore[arg-type]
+    if org is not None and not 0 < len(org) <= MAX_ID_CLAIM:
+        raise fail(f"--org must be 1-{MAX_ID_CLAIM} characters")
+    tok = mint(sub, role, ttl_s=ttl, events=events_, org=org)  # type: ignore[arg-type]
     if json:
-        print_json({"token": tok, "sub": sub, "role": role, "ttl_s": ttl, "events": events_})
+        print_json({"token": tok, "sub": sub, "role": role, "ttl_s": ttl, "events": events_, "org": org})
     else:
         console.print(tok, markup=False)
 

@@ -147,7 +147,7 @@ async def checkin_lists(event_id: str, who: DoorReader, state: State) -> Page[Ch
     event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None or (who.role == "organizer" and event.organizer_id != who.sub):
         raise Problem(404, "event not found")
-    if not who.may_scan_for(event.id):
+    if not who.may_scan_for(event.id, event.organizer_id):
         raise Problem(403, "forbidden", "this token may not check in for this event")
     found = await state.db.checkins.lists_of(event.id)
     return Page(items=[CheckinListOut(id=c.id, event_id=c.event_id, name=c.name, tiers=c.tiers) for c in found])

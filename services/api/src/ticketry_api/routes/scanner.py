@@ -27,11 +27,11 @@ Door = Annotated[Principal, Depends(rate_limited("reads", "staff", "organizer"))
 
 
 async def _door_event(state: AppState, event_id: str, who: Principal) -> Event:
-    """The event if ``who`` may scan for it (staff, within their ``events``) or organises it."""
+    """The event if ``who`` may scan for it (staff, within their ``org`` and ``events``) or organises it."""
     event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None or (who.role == "organizer" and event.organizer_id != who.sub):
         raise Problem(404, "event not found")
-    if not who.may_scan_for(event.id):
+    if not who.may_scan_for(event.id, event.organizer_id):
         raise Problem(403, "forbidden", "this token may not check in for this event")
     return event
 
