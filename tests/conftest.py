@@ -28,12 +28,16 @@ class TokenFactory(Protocol):
     def __call__(self, sub: str, role: Role, *, org: str | None = None, events: list[str] | None = None) -> str: ...
 
 
+# The shop the waiting-room pages may link back to (TICKETRY_SHOP_ORIGINS).
+SHOP_ORIGIN = "https://shop.example"
+
+
 def make_stack(root: Path, renderers: int = 2, extra_env: dict[str, str] | None = None) -> Stack:
     """Infra + api + notifier + ``renderers`` renderer processes under ``root``."""
     return start_stack(
         root,
         renderers,
-        extra_env,
+        {"TICKETRY_SHOP_ORIGINS": SHOP_ORIGIN, **(extra_env or {})},
         redis_url=os.environ.get("TICKETRY_TEST_REDIS_URL"),
         mongo_url=os.environ.get("TICKETRY_TEST_MONGO_URL"),
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ticketry.auth import Principal
@@ -162,3 +163,15 @@ NONCE_STALE_S = 30.0
 async def _answer(db: Store, key: str, result: ScanResult) -> ScanResult:
     await db.checkins.keep_answer(key, result.status, result.body, result.outcome)
     return result
+
+
+def nonces_expired_before(now: datetime, ttl_s: float) -> datetime:
+    """The moment before which a nonce's answer is past its lifetime: a
+    re-upload after it is judged afresh (the ticket still admits only once, so
+    the worst is ``already`` where the first answer was ``admitted``)."""
+    return now - timedelta(seconds=ttl_s)
+
+
+async def forget_old_nonces(db: Store, ttl_s: float, now: datetime | None = None) -> int:
+    """One sweep: delete the nonces older than ``ttl_s``; how many."""
+    return await db.checkins.forget_answers(nonces_expired_before(now or utcnow(), ttl_s))

@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
 from ticketry.settings import ConfigurationError, ServingSettings, is_loopback_host
+
+
+def shop_origin(raw: str) -> str:
+    """``raw`` as an origin (``scheme://host[:port]``, lower case): https, or
+    http on a loopback host; anything else (a path, user info) is refused."""
+    u = urlsplit(raw.strip())
+    if u.scheme not in ("https", "http") or not u.hostname or u.username or u.password or u.path not in ("", "/"):
+        raise ValueError(f"not an origin (https://host[:port]): {raw!r}")
+    if u.query or u.fragment or (u.scheme == "http" and not is_loopback_host(u.hostname)):
+        raise ValueError(f"not an https origin: {raw!r}")
+    default_port = {"https": 443, "http": 80}[u.scheme]
+    host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
+    return f"{u.scheme}://{host}" + (f":{u.port}" if u.port not in (None, default_port) else "")
 
 
 class ApiSettings(ServingSettings):
@@ -76,6 +93,40 @@ class ApiSettings(ServingSettings):
         default=64, ge=0, le=4096,
         description="MiB (0 to 4,096; 0: none) of joined parts kept per api process for repeated downloads",
     )  # fmt: skip
+
+    # A scan's nonce keeps its first answer for an offline scanner's re-upload
+    # (checkins.py) this long; a periodic sweep deletes older ones (FerretDB v1
+    # has no TTL index). A week: a scanner offline through a multi-day festival
+    # still uploads its queue days later and gets the answers it was given.
+    checkin_nonce_ttl_s: int = Field(
+        default=7 * 24 * 3600, ge=3600, le=90 * 24 * 3600,
+        description="Seconds (1 h to 90 days) a check-in nonce keeps its first answer; older ones are deleted",
+    )  # fmt: skip
+    checkin_nonce_sweep_s: float = Field(
+        default=3600.0, gt=0, le=86_400,
+        description="Seconds (0 < s <= 86,400) between sweeps deleting expired check-in nonces",
+    )  # fmt: skip
+    # GET /metrics: set, only with this bearer token (Prometheus' scrape config
+    # `authorization`); unset, only to loopback peers. Behind a proxy on the
+    # same host every client is a loopback peer unless the proxy sends
+    # X-Forwarded-For (uvicorn trusts it from loopback): set a token there.
+    metrics_token: SecretStr | None = Field(
+        default=None, min_length=16,
+        description="Bearer token (16+ characters) GET /metrics requires; unset: loopback peers only",
+    )  # fmt: skip
+    # The shop's origins a waiting-room page may send its buyer back to (the
+    # r= of its link); any other return address is not shown as a link.
+    shop_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated origins (https://host[:port]; http only on loopback) of the shops "
+        "a waiting-room page may link back to; empty: none",
+    )
+
+    @field_validator("shop_origins", mode="before")
+    @classmethod
+    def _origins(cls, raw: object) -> list[str]:
+        items = [o.strip() for o in raw.split(",")] if isinstance(raw, str) else list(raw or [])  # type: ignore[call-overload]
+        return [shop_origin(o) for o in items if o]
 
     @property
     def bind_host(self) -> str:

@@ -22,6 +22,7 @@ from ticketry.tracing import setup_tracing
 
 from ticketry_api import errors, metrics, retention, waitingroom, webhooks
 from ticketry_api.admission import Admission, OrderAdmission, OrderGate, bounded_redis
+from ticketry_api.checkins import forget_old_nonces
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
 from ticketry_api.middleware import BodyDeadline, BodyLimit, SecurityHeaders
@@ -87,6 +88,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             pdfs = app.state.ticketry.pdf_store()
             sweep = functools.partial(retention.sweep, redis, pdfs, settings.pdf_retention_days)
             tasks.append(asyncio.create_task(_every(settings.pdf_retention_interval_s, stop, "retention sweep", sweep)))
+        forget = functools.partial(forget_old_nonces, db, settings.checkin_nonce_ttl_s)  # checkins.py
+        tasks.append(asyncio.create_task(_every(settings.checkin_nonce_sweep_s, stop, "nonce sweep", forget)))
         freeze_startup_heap()
         try:
             yield

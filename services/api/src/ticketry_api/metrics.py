@@ -12,11 +12,13 @@ own outcome (``ScanResult.outcome``) where the route has it.
 
 from __future__ import annotations
 
+import hmac
 import time
 from typing import Final, get_args
 
 from prometheus_client import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from ticketry.settings import is_loopback_host
 
 from ticketry_api.checkins import Outcome
 
@@ -85,3 +87,14 @@ class RequestMetrics:
                 outcome = order_outcome(status)
                 if outcome is not None:
                     ORDERS.labels(outcome).inc()
+
+
+def scrape_refusal(token: str | None, authorization: str | None, peer: str | None) -> int | None:
+    """Who may read ``/metrics``: with a token set, only a caller bearing it
+    (401 otherwise, whoever it is); without one, loopback peers only (403),
+    the local Prometheus of a single host. None: allowed. The series tell
+    order and check-in volumes and failures: nothing for the open internet."""
+    if token:
+        offered = (authorization or "").removeprefix("Bearer ").strip().encode()
+        return None if hmac.compare_digest(offered, token.encode()) else 401
+    return None if peer is not None and is_loopback_host(peer) else 403

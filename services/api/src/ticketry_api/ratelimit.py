@@ -21,13 +21,14 @@ from ticketry import streams
 
 from ticketry_api.errors import Problem
 
-Scope = Literal["orders", "tickets", "checkins", "cancels", "reads"]
+Scope = Literal["orders", "tickets", "checkins", "cancels", "reads", "events", "designs"]
 
 
 class RateSettings(BaseSettings):
     """``TICKETRY_RATE_<SCOPE>_PER_MIN`` per user (0 = off): orders placed,
-    tickets in them, check-ins, cancels, and reads (the GETs of events, orders,
-    tickets, check-in lists and revocations)."""
+    tickets in them, check-ins, cancels, reads (the GETs of events, orders,
+    tickets, check-in lists and revocations), events created and the designs
+    (tiers) in them."""
 
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
@@ -38,6 +39,17 @@ class RateSettings(BaseSettings):
     rate_checkins_per_min: int = Field(default=6000, ge=0)
     rate_cancels_per_min: int = Field(default=600, ge=0)
     rate_reads_per_min: int = Field(default=6000, ge=0)
+    # Each tier of a new event is a design the renderers build at once (~0.4 s of
+    # renderer CPU each), ahead of every buyer's tickets: designs are what cost,
+    # so they are counted too (a request may carry up to 20 tiers). 60 designs a
+    # minute is at most ~24 s of one renderer's CPU per organiser per minute.
+    rate_events_per_min: int = Field(
+        default=30, ge=0, description="Events (0 = off, else >= 1) one organiser may create per window, else 429"
+    )
+    rate_designs_per_min: int = Field(
+        default=60, ge=0,
+        description="Tiers (designs; 0 = off) in the events one organiser creates per window, else 429",
+    )  # fmt: skip
     rate_window_s: int = Field(default=60, ge=1)
 
     def limit(self, scope: Scope) -> int:
@@ -80,6 +92,22 @@ def refusal(v: Verdict, limit: int, window_s: int, what: str = "requests") -> Pr
         f"at most {limit} {what} per {window_s} s; retry later",
         {"Retry-After": str(v.retry_after_s)},
     )
+
+
+async def enforce_many(redis: Redis, user_id: str, hits: Sequence[tuple[Scope, int, str]], rates: RateSettings) -> None:
+    """Count each ``(scope, amount, what)`` of ``user_id`` in one MULTI; 429 with
+    Retry-After when any is over its limit (the counts stay: a refused request
+    spent its share of the window too)."""
+    live = [(scope, amount, what) for scope, amount, what in hits if rates.limit(scope) > 0]
+    if not live:
+        return
+    async with redis.pipeline(transaction=True) as pipe:
+        for scope, amount, _ in live:
+            queue_hit(pipe, scope, user_id, rates.rate_window_s, amount)
+        replies = await pipe.execute()
+    for i, (scope, _, what) in enumerate(live):
+        if not (v := verdict(replies[3 * i : 3 * i + 3], rates.limit(scope))).allowed:
+            raise refusal(v, rates.limit(scope), rates.rate_window_s, what)
 
 
 async def hit(redis: Redis, scope: Scope, user_id: str, limit: int, window_s: int) -> Verdict:

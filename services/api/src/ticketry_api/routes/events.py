@@ -13,7 +13,7 @@ from ticketry.auth import Principal
 from ticketry.documents import CheckinList, Event, Tier
 from ticketry.ids import is_valid_id, new_id
 
-from ticketry_api import pages
+from ticketry_api import pages, ratelimit
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import Problem, problems
 from ticketry_api.events_read import own_event
@@ -59,8 +59,13 @@ def event_out(e: Event, sold: Head) -> EventOut:
     )  # fmt: skip
 
 
-@router.post("", status_code=201, response_model=EventOut, responses=problems(401, 403, 413, 422))
+@router.post("", status_code=201, response_model=EventOut, responses=problems(401, 403, 413, 422, 429))
 async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
+    # Counted first: each tier is a design the renderers build now, for anyone's tickets.
+    designs_asked = len(body.tiers or []) or 1
+    await ratelimit.enforce_many(
+        state.redis, who.sub, [("events", 1, "events"), ("designs", designs_asked, "tiers")], state.rates
+    )
     tier_names = [t.name for t in body.tiers or []]
     for label, text in (("name", body.name), ("venue", body.venue), *(("tier name", t) for t in tier_names)):
         if (why := fonts.undrawable(text)) is not None:

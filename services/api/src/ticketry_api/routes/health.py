@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ticketry_api.deps import State
 from ticketry_api.errors import Problem, problems
+from ticketry_api.metrics import scrape_refusal
 
 router = APIRouter(tags=["health"])
 
@@ -47,5 +48,12 @@ async def readyz(state: State) -> dict[str, str]:
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics() -> Response:
+async def metrics(request: Request, state: State) -> Response:
+    token = state.settings.metrics_token
+    peer = request.client.host if request.client else None
+    status = scrape_refusal(token.get_secret_value() if token else None, request.headers.get("authorization"), peer)
+    if status == 401:
+        raise Problem(401, "unauthorized", "/metrics needs its bearer token", {"WWW-Authenticate": "Bearer"})
+    if status is not None:
+        raise Problem(403, "forbidden", "/metrics answers loopback clients only (no metrics token is set)")
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -13,6 +13,7 @@ no secret.
 
 from __future__ import annotations
 
+import html
 import time
 from datetime import datetime
 from typing import Annotated
@@ -50,10 +51,10 @@ Reader = Annotated[Principal, Depends(page_reader)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
 
 
-def _page(name: str, csp: str, camera: bool) -> Response:
+def _page(name: str, csp: str, camera: bool, body: bytes | None = None) -> Response:
     asset = _ASSETS[name]
     return Response(
-        asset.body, media_type=asset.media_type,
+        asset.body if body is None else body, media_type=asset.media_type,
         headers={
             "Content-Security-Policy": csp,
             "Permissions-Policy": f"camera=({'self' if camera else ''}), microphone=(), geolocation=()",
@@ -170,7 +171,15 @@ async def queue_page(queue_id: str, state: State) -> Response:
     # The same page for every place: it reads its place with the place's link.
     if not is_valid_id(queue_id, "qu"):
         raise Problem(404, "place not found")
-    return _page("queue.html", order_page_csp(state.settings.notifier_public_url), camera=False)
+    # The shops it may link back to: the page shows no other return address.
+    origins = html.escape(" ".join(state.settings.shop_origins)).encode()
+    body = _ASSETS["queue.html"].body.replace(
+        SHOP_ORIGINS_SLOT, SHOP_ORIGINS_SLOT.replace(b'""', b'"' + origins + b'"')
+    )
+    return _page("queue.html", order_page_csp(state.settings.notifier_public_url), camera=False, body=body)
+
+
+SHOP_ORIGINS_SLOT = b'<meta name="ticketry-shop-origins" content="">'
 
 
 class PlacePage(BaseModel):

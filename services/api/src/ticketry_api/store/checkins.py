@@ -60,6 +60,13 @@ class Checkins:
         )
 
     @staticmethod
+    async def forget_answers(before: datetime) -> int:
+        """Delete the scan answers (claims included) kept since before ``before``;
+        how many. One ``deleteMany`` by ``at``: FerretDB v1 has no TTL index."""
+        gone = await ScanAnswer.get_pymongo_collection().delete_many({"at": {"$lt": before}})
+        return int(gone.deleted_count)
+
+    @staticmethod
     async def admissions_between(list_id: str, first: str, last: str) -> dict[str, datetime]:
         """Ticket id → when it was admitted on ``list_id``, for the tickets from
         ``first`` to ``last`` (one range of ``_id``s: ``<list>/<ticket>``)."""

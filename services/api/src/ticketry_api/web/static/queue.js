@@ -3,7 +3,8 @@
 // The link comes in the URL's fragment (never sent to a server), is cleared
 // from the address bar at once and kept in this tab's session storage; the
 // shop may add r=<its checkout URL> to the fragment, shown as a link once the
-// buyer's turn has come. The page reads the place, then follows its queue
+// buyer's turn has come, if it is on one of the shop origins the api names in
+// the page (TICKETRY_SHOP_ORIGINS). The page reads the place, then follows its queue
 // socket: a position when it moves, then admitted or closed. Sold out is not
 // the end: the socket stays open, and tickets that come back (a cancel) move
 // the place on again. When the socket drops it reconnects (each socket starts
@@ -48,15 +49,18 @@
       token = sessionStorage.getItem(linkKey);
       back = sessionStorage.getItem(backKey);
     } catch (e) { token = null; }
+    back = safeReturn(back);
   }
 
   function safeReturn(raw) {
-    // Only a web address: https anywhere, http on this machine (development).
+    // Only back to a shop the api names: anyone can write r= into a link, and
+    // this page must not send a buyer at their turn to another "checkout".
     if (!raw) return null;
+    const meta = document.querySelector('meta[name="ticketry-shop-origins"]');
+    const shops = new Set(((meta && meta.content) || "").split(/\s+/).filter(Boolean));
     try {
       const u = new URL(raw);
-      const local = u.hostname === "localhost" || u.hostname === "127.0.0.1";
-      return u.protocol === "https:" || (u.protocol === "http:" && local) ? u.toString() : null;
+      return (u.protocol === "https:" || u.protocol === "http:") && shops.has(u.origin) ? u.toString() : null;
     } catch (e) { return null; }
   }
 
