@@ -18,6 +18,8 @@ APT_PACKAGES=(
   prometheus              # prometheus + promtool: the metrics test's scraper, the alert rules' checks
   iproute2                # ip netns for the multi-host test
   chromium                # headless browser of the pages' tests (Playwright drives it; never `playwright install`)
+  haproxy                 # the load balancer in front of the api (infra/haproxy/): in-flight bound, queue, cheap 503s
+  wrk                     # HTTP load generator of the bench's flood (bench/flood.py): C, not the Python it measures
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -36,6 +38,10 @@ fi
 # Likewise a system Prometheus on 9090: the tests start their own, on free ports.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
   systemctl stop prometheus || true
+fi
+# And a system HAProxy: the devstack and the tests start their own from infra/haproxy/.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet haproxy 2>/dev/null; then
+  systemctl stop haproxy || true
 fi
 
 command -v uv >/dev/null 2>&1 || { echo "bootstrap: pip install uv"; python3 -m pip install -q uv; }

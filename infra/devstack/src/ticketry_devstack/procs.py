@@ -305,7 +305,9 @@ class Stack:
         return proc
 
     def stop(self) -> None:
-        """Stop services first (graceful), then the stores."""
+        """Stop the load balancer and the services first (graceful), then the stores."""
+        if "haproxy" in self.procs:
+            self.procs["haproxy"].stop()
         for r in self.renderers:
             r.signal(signal.SIGTERM)
         for name in ("scaler", "api", "notifier"):

@@ -1,0 +1,84 @@
+"""HAProxy in front of the api: its configuration, rendered from
+``infra/haproxy/haproxy.cfg.tmpl``, and its process.
+
+One ``server`` line per api address, so the same file grows to several api
+processes; an optional stats page (``stats_port``) on loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ticketry_devstack.procs import REPO, Proc, Stack, wait_port
+
+HAPROXY_DIR = REPO / "infra" / "haproxy"
+
+
+@dataclass(frozen=True)
+class LbSettings:
+    """What the template leaves open."""
+
+    port: int  # where clients reach it, on ``host``
+    apis: Sequence[str]  # each api's ``host:port``
+    host: str = "127.0.0.1"
+    # Requests one api runs at once (HAProxy's server maxconn); near the api's
+    # TICKETRY_MAX_INFLIGHT_ORDERS (32), so its own queue stays empty.
+    maxconn: int = 32
+    # Orders waiting in HAProxy's line before the next is refused (503).
+    max_queued: int = 64
+    queue_s: float = 2.0  # longest wait in the line, seconds
+    tarpit_ms: int = 50  # pause before a refused order's 503, ms: ≤ 100 keeps the 503s fast
+    threads: int = 1
+    stats_port: int | None = None  # the stats page (``/``), on loopback
+
+
+def render(cfg: LbSettings, run_dir: Path) -> str:
+    """The configuration text for ``cfg``; its runtime socket lives in ``run_dir``."""
+    servers = "\n".join(f"    server api-{i} {addr}" for i, addr in enumerate(cfg.apis))
+    stats = (
+        ""
+        if cfg.stats_port is None
+        else f"listen stats\n    bind 127.0.0.1:{cfg.stats_port}\n    stats enable\n    stats uri /\n"
+        "    stats refresh 5s\n"
+    )
+    template = string.Template((HAPROXY_DIR / "haproxy.cfg.tmpl").read_text())
+    return template.substitute(
+        threads=cfg.threads,
+        stats_socket=run_dir / "haproxy.sock",
+        queue_s=f"{cfg.queue_s:g}",
+        tarpit_ms=cfg.tarpit_ms,
+        errors=HAPROXY_DIR / "errors",
+        bind=f"{cfg.host}:{cfg.port}",
+        max_queued=cfg.max_queued,
+        maxconn=cfg.maxconn,
+        servers=servers,
+        stats=stats,
+    )
+
+
+def haproxy_binary() -> str | None:
+    return shutil.which("haproxy") or next((p for p in ("/usr/sbin/haproxy",) if Path(p).exists()), None)
+
+
+def haproxy_proc(run_dir: Path, cfg: LbSettings) -> Proc:
+    """HAProxy in the foreground (``-db``) with ``cfg`` written to ``run_dir``."""
+    binary = haproxy_binary()
+    if binary is None:
+        raise FileNotFoundError("haproxy not installed; run infra/bootstrap.sh")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "haproxy.cfg"
+    path.write_text(render(cfg, run_dir))
+    return Proc("haproxy", [binary, "-db", "-f", str(path)], dict(os.environ), run_dir / "haproxy.log")
+
+
+def start_lb(stack: Stack, cfg: LbSettings, run_dir: Path | None = None) -> Proc:
+    """HAProxy for ``cfg`` as ``stack``'s process "haproxy" (stopped first by
+    ``stack.stop()``), once it listens."""
+    proc = stack.procs["haproxy"] = haproxy_proc(run_dir or stack.data_dir / "haproxy", cfg).start()
+    wait_port(cfg.port, 30, proc.popen)
+    return proc
