@@ -108,6 +108,12 @@ async def test_tokens_events_and_a_watched_order(ctl_stack: Stack) -> None:
     assert tok.returncode == 0, tok.stderr
     who = decode_token(tok.stdout.strip(), key=DEV_JWT_SECRET)
     assert (who.sub, who.role, who.events) == ("op-1", "staff", frozenset({"ev_1"}))
+    # a staff token is bound: to an organizer's events (--org) or to events (--event), never to nothing
+    by_org = await actl(ctl_stack, "tokens", "mint", "--sub", "op-2", "--role", "staff", "--org", "ctl-organizer")
+    assert by_org.returncode == 0, by_org.stderr
+    assert decode_token(by_org.stdout.strip(), key=DEV_JWT_SECRET).org == "ctl-organizer"
+    unbound = await actl(ctl_stack, "tokens", "mint", "--sub", "op-3", "--role", "staff")
+    assert unbound.returncode == 2 and "--org" in unbound.stderr and not unbound.stdout.strip()
     refused = await actl(ctl_stack, "tokens", "mint", "--sub", "x", "--role", "admin", env={"TICKETRY_DEV_MODE": "0"})
     assert refused.returncode == 2 and "dev mode" in refused.stderr
 
