@@ -31,7 +31,8 @@ async def owned_ticket(ticket_id: str, who: Principal, store: Store) -> TicketOf
     return ticket
 
 
-@router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 404, 422, 429))
+# 403: a staff token bound to no organizer or events (refused wherever it goes).
+@router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 403, 404, 422, 429))
 async def get_ticket(ticket_id: str, who: Reader, state: State) -> TicketOut:
     t = await owned_ticket(ticket_id, who, state.db)
     status = await live_ticket_status(state, t)
@@ -47,7 +48,7 @@ async def get_ticket(ticket_id: str, who: Reader, state: State) -> TicketOut:
 PDF_RESPONSES: dict[int | str, dict[str, object]] = {
     200: {"content": {"application/pdf": {}}},
     307: {"description": "the PDF is at the presigned URL in `Location` (S3 storage)"},
-    **problems(401, 404, 409, 410, 422, 429),
+    **problems(401, 403, 404, 409, 410, 422, 429),
 }
 
 
