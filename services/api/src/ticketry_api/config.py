@@ -62,6 +62,18 @@ class ApiSettings(ServingSettings):
     max_inflight_orders: int = Field(default=32, ge=1)
     max_queued_orders: int = Field(default=1000, ge=0)
     order_queue_s: float = Field(default=2.0, ge=0)
+    # An order's holder names are checked against the ticket's fonts (shaped)
+    # off the event loop, after the order counted against the buyer's rates:
+    # at most this many distinct names per order (the same name on many tickets
+    # is one), and within this many seconds, queueing for a checker included.
+    max_distinct_names: int = Field(
+        default=2000, ge=1, le=1_000_000,
+        description="Distinct holder names (1 to 1,000,000) one order may carry, else 422",
+    )  # fmt: skip
+    name_check_budget_s: float = Field(
+        default=5.0, gt=0, le=60,
+        description="Seconds (0 < s <= 60) an order's names may take to check, else 503 with Retry-After",
+    )  # fmt: skip
     # The api's Redis connections (a bounded pool; a caller waits up to
     # api_redis_wait_s for one instead of opening one per concurrent request).
     api_redis_pool: int = Field(default=128, ge=8)

@@ -33,6 +33,13 @@ sweep first inserts an ``abandoned`` tombstone under the order's id: the unique
 ``_id`` lets exactly one of the two inserts succeed. A request that loses to
 the tombstone gives its reservation back and answers 503, never 202.
 
+Before step 1, once the event and tier are known, the order counts against
+the buyer's rate limits (orders and tickets per window), and only then are its
+holder names checked against the ticket's fonts: shaping thousands of names is
+the most CPU an order can ask for, so every order that gets that far counts,
+whatever its answer, and the check runs off the event loop (a few names on
+it), under a cap on distinct names and a time budget (``check_names_within``).
+
 An order that will not exist also gives back what it counted in the buyer's
 ``max_per_buyer`` count (``streams.held``; the entry names its owner). One
 script removes the entry and, only if it was still there, takes the order off
@@ -50,8 +57,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from decimal import Decimal
 
 import orjson
@@ -74,6 +84,24 @@ from ticketry_api.waitingroom import store as rooms
 
 log = logging.getLogger(__name__)
 SWEEP_BATCH = 500
+
+# Up to this many distinct names (most orders have one) are checked on the
+# event loop: a few shapes cost less than the hop to a thread.
+NAMES_INLINE = 8
+# Shaping holds the GIL for most of its work, so more threads would not check
+# names faster; two keep one big order from making every other wait, and
+# leave the loop its share of the GIL.
+_NAME_CHECKERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="names")
+
+
+@dataclass(frozen=True, slots=True)
+class NameLimits:
+    """The bounds of an order's name check (``ApiSettings.max_distinct_names``,
+    ``name_check_budget_s``)."""
+
+    max_distinct: int
+    budget_s: float
+
 
 # KEYS: the in-flight set, and the buyer's held count when the tier has a
 # max_per_buyer; ARGV: the order's member, its quantity. The ZREM is the
@@ -126,22 +154,27 @@ async def place_order(
     idempotency_key: str | None,
     max_quantity: int,
     rates: RateSettings,
+    names: NameLimits,
     gate: Callable[[Event], Awaitable[None]] | None = None,
 ) -> Order:
     """Reserve capacity, record the order and its tickets, enqueue the renders.
 
-    The buyer's rate limits (orders and tickets per window) and the tickets
-    they hold in a tier with ``max_per_buyer`` are counted here, in the same
-    MULTI as the outbox entry (one round trip to Redis): a new order counts, a
-    replayed Idempotency-Key or an order refused before this point does not."""
+    The buyer's rate limits (orders and tickets per window) are counted once
+    the event and tier are known, before the names are checked: an order that
+    gets that far counts whatever its answer (422 for a name included); a
+    replayed Idempotency-Key, or an order refused before (404, unknown tier,
+    the on-sale's gate) does not. The tickets the buyer holds in a tier with
+    ``max_per_buyer`` are counted in the same MULTI as the outbox entry."""
     if body.quantity > max_quantity:
         raise Problem(422, "quantity too large", f"at most {max_quantity} tickets per order")
     digest = request_hash(body)
     if idempotency_key and (known := await _known_repeat(store, redis, principal, idempotency_key)) is not None:
         return await _replay(redis, known, digest, principal)
     event, tier = await _sellable(store, body, gate)
+    await _count(redis, principal, body.quantity, rates)
+    await check_names_within({body.holder_name, *(body.holders or ())}, names)
     order = _new_order(principal, body, event, tier, keyring.active_kid, idempotency_key, digest)
-    await _admit(redis, principal, order, tier, rates)
+    await _admit(redis, order, tier)
     # The order follows the ledger entry in the same round (step 3).
     taken = await store.ledger.reserve(event, order.id, tier.id, body.quantity, then=store.orders.steps(order))
     if taken is None:
@@ -164,8 +197,7 @@ async def _known_repeat(store: Store, redis: Redis, principal: Principal, idempo
 
 async def _sellable(store: Store, body: OrderIn, gate: Callable[[Event], Awaitable[None]] | None) -> tuple[Event, Tier]:
     """The event and tier ``body`` asks for, once its on-sale's rules let it
-    through: 404 for no such event, 422 for no such tier or a name the ticket
-    cannot print."""
+    through: 404 for no such event, 422 for no such tier."""
     if not is_valid_id(body.event_id, "ev"):
         raise Problem(404, "event not found")
     event = await store.event(body.event_id)
@@ -176,7 +208,6 @@ async def _sellable(store: Store, body: OrderIn, gate: Callable[[Event], Awaitab
     tier = event.tier(body.tier)
     if tier is None:
         raise Problem(422, "unknown tier", f"this event sells the tiers {', '.join(t.id for t in event.tier_list())}")
-    check_names({body.holder_name, *(body.holders or ())})
     return event, tier
 
 
@@ -202,15 +233,52 @@ def _new_order(
     )
 
 
-def check_names(names: set[str]) -> None:
+async def check_names_within(names: set[str], limits: NameLimits) -> None:
+    """:func:`check_names` for an order's distinct ``names``: 422 past
+    ``limits.max_distinct`` of them; more than :data:`NAMES_INLINE` are shaped
+    on a checker thread, so the event loop (every other request of this
+    process) goes on meanwhile. Past the time budget, counted from now (so a
+    wait for a free checker counts, and a queue of big orders drains by
+    itself), 503 with Retry-After: the names may be fine, the process is busy."""
+    if len(names) > limits.max_distinct:
+        raise Problem(
+            422,
+            "too many names",
+            f"at most {limits.max_distinct} distinct holder names per order (the same name may be on any number of "
+            f"tickets); this order has {len(names)}",
+        )
+    if len(names) <= NAMES_INLINE:
+        check_names(names)
+        return
+    deadline = time.monotonic() + limits.budget_s
+    if not await asyncio.get_running_loop().run_in_executor(_NAME_CHECKERS, check_names, names, deadline):
+        raise Problem(
+            503,
+            "busy",
+            f"the order's {len(names)} holder names could not be checked within {limits.budget_s:g} s; retry",
+            {"Retry-After": str(max(1, math.ceil(limits.budget_s)))},
+        )
+
+
+def check_names(names: set[str], deadline: float = math.inf) -> bool:
     """422 for a name the ticket cannot print: a character no font of the
     design's chain draws (never boxes), or too long for its line even at the
-    smallest size (never wrapped)."""
+    smallest size (never wrapped). False, having stopped, once
+    ``time.monotonic()`` passes ``deadline``; True when every name prints.
+
+    Every name's characters are looked up first (set look-ups, cheap), then
+    each is shaped and measured (the costly part)."""
     for name in names:
+        if time.monotonic() > deadline:
+            return False
         if (why := fonts.undrawable(name)) is not None:
             raise Problem(422, "name cannot be printed", why)
+    for name in names:
+        if time.monotonic() > deadline:
+            return False
         if not fonts.fits(name):
             raise Problem(422, "name too long", f"{name[:40]!r}… does not fit on one line of the ticket")
+    return True
 
 
 def ticket_request(
@@ -268,29 +336,34 @@ async def request_upcoming_designs(store: Store, redis: Redis, keyring: Keyring)
     return len(upcoming)
 
 
-async def _admit(redis: Redis, principal: Principal, order: Order, tier: Tier, rates: RateSettings) -> None:
-    """Note the order in flight (step 1) and count it against the buyer's
-    limits, in one MULTI; refuse it (429, 409) and take it all back when over."""
+async def _count(redis: Redis, principal: Principal, quantity: int, rates: RateSettings) -> None:
+    """Count an order of ``quantity`` tickets against the buyer's rate limits
+    (orders and tickets per window), in one MULTI; 429 when over either."""
+    scopes: list[ratelimit.Scope] = [sc for sc in ("orders", "tickets") if rates.limit(sc) > 0]
+    if not scopes:
+        return
+    async with redis.pipeline(transaction=True) as pipe:
+        for scope in scopes:
+            ratelimit.queue_hit(pipe, scope, principal.sub, rates.rate_window_s, quantity if scope == "tickets" else 1)
+        replies = await pipe.execute()
+    for i, scope in enumerate(scopes):
+        v = ratelimit.verdict(replies[3 * i : 3 * i + 3], rates.limit(scope))
+        if not v.allowed:
+            raise ratelimit.refusal(v, rates.limit(scope), rates.rate_window_s, scope)
+
+
+async def _admit(redis: Redis, order: Order, tier: Tier) -> None:
+    """Note the order in flight (step 1) and count its tickets against the
+    buyer's ``max_per_buyer``, in one MULTI; refuse it (409) and take it all
+    back when over."""
     held = streams.held(order.event_id, tier.id, order.owner_id)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.zadd(streams.ORDERS_IN_FLIGHT, {member_of(order): _now_ms()})
-        scopes: list[ratelimit.Scope] = [sc for sc in ("orders", "tickets") if rates.limit(sc) > 0]
-        for scope in scopes:
-            ratelimit.queue_hit(
-                pipe, scope, principal.sub, rates.rate_window_s, order.quantity if scope == "tickets" else 1
-            )
         if tier.max_per_buyer is not None:
             pipe.incrby(held, order.quantity)
             pipe.expire(held, streams.HELD_TTL_S)
         replies = await pipe.execute()
-    for i, scope in enumerate(scopes):
-        v = ratelimit.verdict(replies[1 + 3 * i : 4 + 3 * i], rates.limit(scope))
-        if not v.allowed:
-            await _give_back(redis, order, tier)
-            raise ratelimit.refusal(
-                v, rates.limit(scope), rates.rate_window_s, "tickets" if scope == "tickets" else "orders"
-            )
-    if tier.max_per_buyer is not None and int(replies[1 + 3 * len(scopes)]) > tier.max_per_buyer:
+    if tier.max_per_buyer is not None and int(replies[1]) > tier.max_per_buyer:
         await _give_back(redis, order, tier)
         raise Problem(
             409, "limit per buyer", f"at most {tier.max_per_buyer} tickets of {tier.id!r} per buyer for this event"

@@ -11,7 +11,7 @@ from ticketry.tracing import tracer
 from ticketry_api import cancel, pages
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import problems
-from ticketry_api.orders import place_order, unit_price_of
+from ticketry_api.orders import NameLimits, place_order, unit_price_of
 from ticketry_api.orders_read import order_summary, progress_url, tickets_of, visible_order
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses
 from ticketry_api.schemas import (
@@ -62,6 +62,7 @@ async def create_order(
                 idempotency_key=idempotency_key,
                 max_quantity=state.settings.max_tickets_per_order,
                 rates=state.rates,
+                names=NameLimits(state.settings.max_distinct_names, state.settings.name_check_budget_s),
                 gate=gate.check,
             )
         except BaseException:
