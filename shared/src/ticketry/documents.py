@@ -22,6 +22,10 @@ PublicOrderStatus = Literal["processing", "completed", "partially_failed", "fail
 # ``abandoned``: a tombstone the outbox sweep writes for a reservation whose order
 # never got recorded (see ``ticketry_api.orders``); no owner, no tickets, never shown.
 OrderStatus = Literal[PublicOrderStatus, "abandoned"]
+# A waiting room's default for what one queue permission may order (an event's
+# ``max_tickets_per_permission``): enough for a family or a group of friends,
+# far from the whole event for the first buyer admitted.
+PERMISSION_TICKETS = 10
 
 
 def is_placed(status: str | None) -> bool:
@@ -70,6 +74,9 @@ class Event(Document):
     # with ``waiting_room`` buyers queue first and order with a queue permission.
     on_sale_at: datetime | None = None
     waiting_room: bool = False
+    # With a waiting room: the most tickets one queue permission may order
+    # (None: :data:`PERMISSION_TICKETS`, for a room created before it was set).
+    max_tickets_per_permission: int | None = None
 
     class Settings:
         name = "events"
@@ -81,6 +88,12 @@ class Event(Document):
 
     def tier(self, tier_id: str) -> Tier | None:
         return next((t for t in self.tier_list() if t.id == tier_id), None)
+
+    def tickets_per_permission(self) -> int | None:
+        """The most tickets one queue permission may order; None without a waiting room."""
+        if not self.waiting_room:
+            return None
+        return self.max_tickets_per_permission or PERMISSION_TICKETS
 
 
 class Order(Document):

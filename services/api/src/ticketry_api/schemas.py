@@ -10,7 +10,7 @@ from functools import cache
 from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
-from ticketry.documents import PublicOrderStatus, TicketStatus
+from ticketry.documents import PERMISSION_TICKETS, PublicOrderStatus, TicketStatus
 from ticketry.events import TIER_ID_PATTERN, Lane
 
 # Control (incl. newlines, NUL), format (bidi overrides, zero-width), surrogate,
@@ -109,11 +109,19 @@ class EventIn(_In):
     # Orders are taken from on_sale_at; with waiting_room, through the queue (waitingroom/).
     on_sale_at: Instant | None = None
     waiting_room: bool = False
+    # The most tickets one queue permission may order (waiting_room only; default
+    # PERMISSION_TICKETS, filled in here so the event stores its room's terms as
+    # they were when it was made).
+    max_tickets_per_permission: int | None = Field(default=None, ge=1, le=QUANTITY_CEILING)
 
     @model_validator(mode="after")
     def _consistent(self) -> EventIn:
         if self.doors_at is not None and self.doors_at > self.starts_at:
             raise ValueError("doors_at must not be after starts_at")
+        if self.max_tickets_per_permission is not None and not self.waiting_room:
+            raise ValueError("max_tickets_per_permission needs waiting_room: true")
+        if self.waiting_room and self.max_tickets_per_permission is None:
+            self.max_tickets_per_permission = PERMISSION_TICKETS
         if self.tiers is not None:
             ids = [t.id for t in self.tiers]
             if len(set(ids)) != len(ids):
@@ -147,6 +155,8 @@ class EventOut(BaseModel):
     tiers: list[TierOut]
     on_sale_at: datetime | None = None
     waiting_room: bool = False
+    # With a waiting room: the most tickets one queue permission may order (else null).
+    max_tickets_per_permission: int | None = None
 
 
 T = TypeVar("T")

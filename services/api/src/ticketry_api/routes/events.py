@@ -56,6 +56,7 @@ def event_out(e: Event, sold: Head) -> EventOut:
             for t in e.tier_list()
         ],
         on_sale_at=e.on_sale_at.astimezone(zone) if e.on_sale_at else None, waiting_room=e.waiting_room,
+        max_tickets_per_permission=e.tickets_per_permission(),
     )  # fmt: skip
 
 
@@ -95,6 +96,7 @@ async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
         tiers=tiers or [Tier(id="standard", name="Standard", price_minor=int(body.price * 100))],
         on_sale_at=body.on_sale_at.astimezone(UTC) if body.on_sale_at else None,
         waiting_room=body.waiting_room,
+        max_tickets_per_permission=body.max_tickets_per_permission,
     )
     await state.db.events.insert(event)
     # Its designs are built now, not by its first ticket: the 201 waits for them (bounded).

@@ -49,7 +49,7 @@ async def create_order(
 ) -> OrderAccepted:
     state.keyring.refresh()  # sign with the newest key if another process rotated
     # An on-sale's rules: not before on_sale_at; a waiting room's permission (waitingroom.gate).
-    gate = OrderGate(state.redis, permission_key(state.settings.jwt_key), who, queue_permission)
+    gate = OrderGate(state.redis, permission_key(state.settings.jwt_key), who, queue_permission, body.quantity)
     # The root of each ticket's trace: its render request carries this span on.
     with _TRACER.start_as_current_span("order.place", attributes={"order.quantity": body.quantity}) as span:
         try:

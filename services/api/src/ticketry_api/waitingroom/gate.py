@@ -1,11 +1,16 @@
 """What ``POST /v1/orders`` asks of an event with an on-sale: not before
 ``on_sale_at`` (409), and for a waiting room a ``Queue-Permission`` of the
-caller's own (403 without, with another buyer's, expired or used).
+caller's own (403 without, with another buyer's, expired or used) for at most
+the event's ``max_tickets_per_permission`` tickets (409 past it).
 
 A permission is for one accepted order: the gate claims it (one ``ZREM``, so
 two orders racing with one permission cannot both pass), and gives it back if
 the order is not accepted (sold out, bad body, shed), so the buyer may try
-again until it expires.
+again until it expires. One order, not several up to the ticket limit: a
+permission is the buyer's turn at the counter, and a second order is a second
+turn (queue again), as it was before the limit; so the limit is simply the
+order's size, checked before the permission is claimed (an order too big for
+it leaves the permission as it was).
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ class OrderGate:
     ``place_order`` once the event is known, not for an idempotent replay),
     then :meth:`accepted` or :meth:`refused`."""
 
-    def __init__(self, redis: Redis, key: bytes, who: Principal, permission: str | None) -> None:
-        self.redis, self.key, self.who, self.permission = redis, key, who, permission
+    def __init__(self, redis: Redis, key: bytes, who: Principal, permission: str | None, quantity: int) -> None:
+        self.redis, self.key, self.who, self.permission, self.quantity = redis, key, who, permission, quantity
         self._claimed: tuple[str, int] | None = None  # (event id, expires ms)
 
     async def check(self, event: Event) -> None:
@@ -39,6 +44,14 @@ class OrderGate:
             granted = core.verify_permission(self.key, self.permission, event.id, self.who.sub, now_ms)
         except core.BadPermission as exc:
             raise Problem(403, "queue permission required", str(exc), kind="queue-permission") from None
+        limit = event.tickets_per_permission()
+        if limit is not None and self.quantity > limit:
+            raise Problem(
+                409,
+                "limit per permission",
+                f"a queue permission orders at most {limit} tickets of this event; this order asks for {self.quantity}",
+                kind="permission-limit",
+            )
         if not await store.claim(self.redis, event.id, self.who.sub):
             raise Problem(
                 403, "queue permission used", "this permission has already placed an order", kind="queue-permission"
