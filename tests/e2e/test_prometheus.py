@@ -51,13 +51,14 @@ CONTRACT = {
     "ticketry_tickets_failed_total", "ticketry_render_seconds", "ticketry_stream_lag", "ticketry_stream_pending",
     "ticketry_dead_letters", "ticketry_renderers", "ticketry_websocket_connections",
 }  # fmt: skip
+API_METRICS = "prometheus-scrapes-0123456789"  # the api's TICKETRY_METRICS_TOKEN here
 CLUSTER_GAUGES = ("ticketry_stream_lag", "ticketry_stream_pending", "ticketry_dead_letters", "ticketry_renderers")
 
 
 class Prometheus:
     """A real Prometheus scraping ``targets`` every second, with our rules loaded."""
 
-    def __init__(self, root: Path, targets: dict[str, list[int]]) -> None:
+    def __init__(self, root: Path, targets: dict[str, list[int]], bearer: dict[str, str] | None = None) -> None:
         binary = shutil.which("prometheus")
         assert binary, "prometheus missing: run infra/bootstrap.sh (Debian package prometheus)"
         self.port = free_port()
@@ -67,7 +68,11 @@ class Prometheus:
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(p) for p in RULES],
             "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}]}
+                {
+                    "job_name": job,
+                    "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}],
+                    **({"authorization": {"credentials": (bearer or {})[job]}} if job in (bearer or {}) else {}),
+                }
                 for job, ports in targets.items()
             ],
         }
@@ -130,9 +135,9 @@ def panel_queries() -> list[tuple[str, str]]:
     return [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
 
 
-async def exposition(port: int) -> str:
+async def exposition(port: int, headers: dict[str, str] | None = None) -> str:
     async with httpx.AsyncClient(timeout=30) as client:
-        r = await client.get(f"http://127.0.0.1:{port}/metrics")
+        r = await client.get(f"http://127.0.0.1:{port}/metrics", headers=headers)
     assert r.status_code == 200
     return r.text
 
@@ -154,7 +159,8 @@ def promtool_lint(text: str) -> str:
 
 @pytest.mark.timeout(300)
 async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: TokenFactory) -> None:
-    stack: Stack = await asyncio.to_thread(make_stack, tmp_path / "stack", 0)
+    # The api's /metrics behind its token, as a deployment scrapes it
+    stack: Stack = await asyncio.to_thread(make_stack, tmp_path / "stack", 0, {"TICKETRY_METRICS_TOKEN": API_METRICS})
     prom: Prometheus | None = None
     try:
         # Given a scaler leading with two forked renderers, a standby scaler, and a
@@ -173,6 +179,7 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
         prom = await Prometheus(
             tmp_path / "prometheus",
             {"api": [stack.api_port], "notifier": [stack.notifier_port], "scaler": [leader_port, standby_port]},
+            bearer={"api": API_METRICS},
         ).start()
 
         async def leading_with_its_renderers() -> bool:
@@ -221,7 +228,8 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
             assert (
                 await scan(api, token("prom-staff", "staff", org="prom-org"), "TK1.k1.tk_x.forged", list_id)
             ).status_code == 404
-            assert (await api.get("/metrics", headers=bearer(buyer))).status_code == 200
+            # A buyer's token is no metrics token: refused
+            assert (await api.get("/metrics", headers=bearer(buyer))).status_code == 401
 
         # Then Prometheus sees the tickets rendered once each, and each answer counted once
         # (each target is scraped on its own: wait until every one has been since)
@@ -269,7 +277,7 @@ async def test_prometheus_scrapes_every_contract_metric(tmp_path: Path, token: T
         # And every target's text parses (each family once), and the contract's names
         # follow Prometheus' conventions (units, _total)
         for port in (stack.api_port, stack.notifier_port, leader_port, standby_port):
-            complaints = promtool_lint(await exposition(port))
+            complaints = promtool_lint(await exposition(port, bearer(API_METRICS) if port == stack.api_port else None))
             assert "error while linting" not in complaints, (port, complaints)
             assert not [c for c in complaints.splitlines() if c.split(" ", 1)[0] in CONTRACT], (port, complaints)
 

@@ -129,10 +129,15 @@ class ApiSettings(ServingSettings):
     # The shop's origins a waiting-room page may send its buyer back to (the
     # r= of its link); any other return address is not shown as a link.
     shop_origins: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
+        default=[],
         description="Comma-separated origins (https://host[:port]; http only on loopback) of the shops "
         "a waiting-room page may link back to; empty: none",
     )
+
+    @field_validator("metrics_token", mode="before")
+    @classmethod
+    def _no_token(cls, raw: object) -> object:
+        return None if raw == "" else raw  # compose's ${TICKETRY_METRICS_TOKEN:-}: unset
 
     @field_validator("shop_origins", mode="before")
     @classmethod
