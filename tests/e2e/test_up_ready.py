@@ -29,6 +29,7 @@ def _up(data: Path, *args: str, **env: str) -> subprocess.Popen[str]:
     base.update(
         TICKETRY_API_PORT=str(free_port()), TICKETRY_NOTIFIER_PORT=str(free_port()),
         TICKETRY_DEV_REDIS_PORT=str(free_port()), TICKETRY_DEV_MONGO_PORT=str(free_port()),
+        TICKETRY_DEV_LB_PORT=str(free_port()),
         TICKETRY_SCALER_METRICS_PORT="0", TICKETRY_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1", **env,
     )  # fmt: skip
     argv = [sys.executable, "-m", "ticketry_devstack", "up", "--data-dir", str(data), *args]
@@ -77,7 +78,12 @@ def test_up_only_with_a_live_renderer_then_the_demo_renders(tmp_path: Path) -> N
                 break
         else:
             pytest.fail(f"never up: {seen[-20:]}")
-        redis_url = next(m.group(1) for line in lines if (m := re.search(r"Redis\s+(redis://\S+)", line)))
+        banner = []
+        for line in lines:
+            banner.append(line)
+            if "Redis" in line:
+                break
+        redis_url = next(m.group(1) for line in banner if (m := re.search(r"Redis\s+(redis://\S+)", line)))
         # … then a renderer was live already: its heartbeat is there, started before the line
         client = redis.Redis.from_url(redis_url)
         try:
@@ -87,6 +93,9 @@ def test_up_only_with_a_live_renderer_then_the_demo_renders(tmp_path: Path) -> N
         assert beats, "up, but no renderer live"
         assert min(float(b[b"started"]) for b in beats) <= up_at + 1  # "started" is whole seconds
         assert any("waiting for the first renderer" in line for line in seen)
+        # … and the api answers through the load balancer it printed (HAProxy, infra/haproxy/)
+        lb = next(m.group(1) for line in banner if (m := re.search(r"load balancer: (http://\S+)", line)))
+        assert httpx.get(f"{lb}/readyz", timeout=30).status_code == 200
         pids = [int(b[b"pid"]) for b in beats]
 
         # And the demo order placed after it renders completely

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ticketry_devstack.demo import demo
 from ticketry_devstack.env import PREFIX, redacted, up_env
+from ticketry_devstack.haproxy import LbSettings, haproxy_binary, start_lb
 from ticketry_devstack.procs import REPO, Stack
 
 DATA = REPO / ".data"
@@ -35,6 +36,18 @@ def build_stack(environ: Mapping[str, str], data: Path = REPO / ".data") -> Stac
 def start_infra(stack: Stack, environ: Mapping[str, str]) -> None:
     """Redis and FerretDB unless ``environ`` points at running ones."""
     stack.start_infra(environ.get("TICKETRY_REDIS_URL"), environ.get("TICKETRY_MONGO_URL"))
+
+
+def start_balancer(stack: Stack, environ: Mapping[str, str]) -> str | None:
+    """HAProxy in front of the api on ``TICKETRY_DEV_LB_PORT`` (8080), where
+    clients that may flood should come in; its URL, or None without HAProxy
+    (the api's own address works either way)."""
+    if haproxy_binary() is None:
+        print("no haproxy installed (infra/bootstrap.sh installs it): no load balancer", flush=True)
+        return None
+    cfg = LbSettings(port=int(environ.get("TICKETRY_DEV_LB_PORT", "8080")), apis=[f"127.0.0.1:{stack.api_port}"])
+    start_lb(stack, cfg)
+    return f"http://127.0.0.1:{cfg.port}"
 
 
 def renderers_min(env: Mapping[str, str]) -> int:
@@ -61,6 +74,7 @@ def up(args: argparse.Namespace) -> int:
         start_infra(stack, os.environ)
         stack.start_api()
         stack.start_notifier()
+        lb = start_balancer(stack, os.environ)
         scaler = stack.start_service("scaler")
         # "up" means a renderer is running, not that one will be: the first order
         # must not wait for a renderer to start (the scaler forks its floor first).
@@ -74,9 +88,11 @@ def up(args: argparse.Namespace) -> int:
                 return 1
         pidfile.parent.mkdir(parents=True, exist_ok=True)
         pidfile.write_text(str(os.getpid()))
+        balancer = f"  load balancer: {lb}   (HAProxy in front of the api, infra/haproxy/)\n" if lb else ""
         print(
             f"\nTicketry is up (dev mode; logs in {data / 'logs'})\n"
             f"  API        {stack.api_url}   docs: {stack.api_url}/docs\n"
+            f"{balancer}"
             f"  progress   {stack.notifier_url}/v1/orders/<order id>/progress?token=<JWT>\n"
             f"  Redis      {stack.env['TICKETRY_REDIS_URL']}\n"
             f"  MongoDB    {stack.env['TICKETRY_MONGO_URL']}\n"
