@@ -294,6 +294,8 @@ class ScanAnswer(Document):
 
     class Settings:
         name = "scan_answers"
+        # The sweep of expired nonces deletes by ``at`` (ticketry_api.checkins).
+        query_indexes: ClassVar[list[pymongo.IndexModel]] = [pymongo.IndexModel([("at", 1)])]
 
 
 class Checkin(Document):

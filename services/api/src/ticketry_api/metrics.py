@@ -95,6 +95,7 @@ def scrape_refusal(token: str | None, authorization: str | None, peer: str | Non
     the local Prometheus of a single host. None: allowed. The series tell
     order and check-in volumes and failures: nothing for the open internet."""
     if token:
-        offered = (authorization or "").removeprefix("Bearer ").strip().encode()
-        return None if hmac.compare_digest(offered, token.encode()) else 401
+        scheme, _, offered = (authorization or "").partition(" ")
+        bearer = scheme.lower() == "bearer"
+        return None if hmac.compare_digest(offered.strip().encode(), token.encode()) and bearer else 401
     return None if peer is not None and is_loopback_host(peer) else 403
