@@ -246,6 +246,14 @@ async def test_private_destinations_are_refused_by_default(api: httpx.AsyncClien
         "http://[::1]/hook",
         "http://[::ffff:127.0.0.1]/hook",
         "http://0.0.0.0/hook",
+        # IPv6 forms of internal addresses: IPv4-compatible, NAT64, site-local, 6to4, Teredo
+        "http://[::7f00:1]/",
+        "http://[::a9fe:a9fe]/",
+        "http://[64:ff9b::a00:5]/",
+        "http://[fec0::1]/",
+        "http://[64:ff9b:1::a00:5]/",
+        "http://[2002:a9fe:a9fe::1]/",
+        "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
     ):
         r = await api.post(path, json={"url": url}, headers=bearer(organizer))
         assert r.status_code == 422, (url, r.text)

@@ -30,10 +30,38 @@ from ticketry_api.webhooks.destinations import RefusedDestination, check_destina
         ("::ffff:10.0.0.1", False),
         ("2002:0a00:0001::1", False),  # 6to4 of 10.0.0.1
         ("ff02::1", False),
+        # IPv6 forms that reach IPv4 or local networks
+        ("::7f00:1", False),  # IPv4-compatible 127.0.0.1
+        ("::a9fe:a9fe", False),  # IPv4-compatible 169.254.169.254
+        ("::808:808", False),  # IPv4-compatible, deprecated whatever it embeds
+        ("64:ff9b::a00:5", False),  # NAT64 of 10.0.0.5
+        ("64:ff9b::7f00:1", False),  # NAT64 of 127.0.0.1
+        ("64:ff9b::a9fe:a9fe", False),  # NAT64 of the metadata service
+        ("64:ff9b:1::a00:5", False),  # local-use NAT64
+        ("64:ff9b:1::808:808", False),
+        ("fec0::1", False),  # site-local
+        ("feff::1", False),
+        ("::ffff:169.254.169.254", False),
+        ("::ffff:100.64.0.1", False),
+        ("2002:7f00:1::1", False),  # 6to4 of 127.0.0.1
+        ("2002:a9fe:a9fe::1", False),  # 6to4 of the metadata service
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo
+        ("2001::1", False),
+        ("ff0e::1", False),  # global-scope multicast
+        ("2001:db8::1", False),  # documentation
+        ("3fff::1", False),
+        ("192.0.2.1", False),
+        ("198.51.100.1", False),
+        ("203.0.113.1", False),
+        ("240.0.0.1", False),  # reserved
+        ("100::1", False),  # discard-only
         ("93.184.216.34", True),
         ("8.8.8.8", True),
         ("2606:4700::1111", True),
         ("::ffff:8.8.8.8", True),
+        ("64:ff9b::808:808", True),  # NAT64 of 8.8.8.8
+        ("2002:808:808::1", True),  # 6to4 of 8.8.8.8
+        ("2a00:1450:4001:80b::200e", True),
     ],
 )
 def test_is_public(addr: str, public: bool) -> None:

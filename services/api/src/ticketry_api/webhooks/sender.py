@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+import httpcore
 import httpx
 import orjson
 from redis.asyncio import Redis
@@ -41,7 +42,15 @@ from ticketry_api.webhooks import signing
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.deadletters import dead_fields
 from ticketry_api.webhooks.decide import DeadLetter, Failure, Retry, decide, describe
-from ticketry_api.webhooks.destinations import RefusedDestination, Unresolvable, check_destination
+from ticketry_api.webhooks.destinations import (
+    PinnedBackend,
+    RefusedDestination,
+    Resolver,
+    Unresolvable,
+    check_destination,
+    check_url,
+    resolve,
+)
 from ticketry_api.webhooks.models import Delivery
 
 log = logging.getLogger(__name__)
@@ -61,6 +70,20 @@ return redis.call('XADD', KEYS[2], '*', unpack(f))
 """
 
 
+def _pinned(settings: WebhookSettings, limits: httpx.Limits, resolver: Resolver) -> httpx.AsyncHTTPTransport:
+    """httpx's transport, its connection pool on :class:`PinnedBackend` (httpx
+    takes no network backend of its own; its pool is httpcore's)."""
+    transport = httpx.AsyncHTTPTransport(trust_env=False, limits=limits)
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=httpx.create_ssl_context(trust_env=False),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=PinnedBackend(allow_private=settings.allow_private, resolver=resolver),
+    )
+    return transport
+
+
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -68,16 +91,20 @@ def _now_iso() -> str:
 class Sender:
     """One api's sender; built in the lifespan, closed with it."""
 
-    def __init__(self, redis: Redis, settings: WebhookSettings, consumer: str) -> None:
+    def __init__(self, redis: Redis, settings: WebhookSettings, consumer: str, *, resolver: Resolver = resolve) -> None:
         self.redis = redis
         self.settings = settings
         self.consumer = consumer
+        self.resolver = resolver
+        limits = httpx.Limits(max_connections=settings.concurrency, max_keepalive_connections=8)
         self.http = httpx.AsyncClient(
             timeout=httpx.Timeout(settings.timeout_s, connect=min(5.0, settings.timeout_s)),
             follow_redirects=False,  # a redirect could point anywhere (SSRF)
             trust_env=False,
             proxy=settings.proxy,
-            limits=httpx.Limits(max_connections=settings.concurrency, max_keepalive_connections=8),
+            limits=limits,
+            # Behind a proxy the proxy connects (and is where egress is enforced).
+            transport=None if settings.proxy else _pinned(settings, limits, resolver),
         )
         self._move = redis.register_script(_MOVE_LUA)
 
@@ -87,7 +114,12 @@ class Sender:
     async def attempt(self, d: Delivery, endpoint: WebhookEndpoint) -> int | Failure:
         """POST the message once; its HTTP status, or why there is none."""
         try:
-            await check_destination(endpoint.url, allow_private=self.settings.allow_private)
+            if self.settings.proxy:
+                # The proxy resolves the name: check it here, best effort.
+                await check_destination(endpoint.url, allow_private=self.settings.allow_private, resolver=self.resolver)
+            else:
+                # The connection checks the addresses it connects to (PinnedBackend).
+                check_url(endpoint.url)
         except Unresolvable as exc:
             return Failure(str(exc))
         except RefusedDestination as exc:
@@ -104,6 +136,10 @@ class Sender:
                 self.http.stream("POST", endpoint.url, content=d.body, headers=headers) as resp,
             ):
                 return resp.status_code
+        except Unresolvable as exc:
+            return Failure(str(exc))
+        except RefusedDestination as exc:
+            return Failure(str(exc), "permanent")
         except TimeoutError:
             return Failure(f"timed out after {self.settings.timeout_s:g} s")
         except httpx.HTTPError as exc:
