@@ -24,7 +24,7 @@ Part = Annotated[int, Query(ge=0, le=1000, description=f"which {PART_SIZE} ticke
 @router.get(
     "/{order_id}/pdf",
     response_class=Response,
-    responses={200: {"content": {"application/pdf": {}}}, **problems(401, 404, 409, 410, 422, 429)},
+    responses={200: {"content": {"application/pdf": {}}}, **problems(401, 404, 409, 410, 422, 429, 503)},
 )
 async def order_pdf(
     order_id: str, who: Annotated[Principal, Depends(owner_or_link)], state: State, part: Part = 0
@@ -32,5 +32,6 @@ async def order_pdf(
     """All of an order's rendered tickets as one multi-page PDF, in order; a
     big order in parts of 250 tickets (``?part=1`` for the second). For its
     buyer (or an admin) or with its order link; 409 while none is rendered,
-    410 once cancelled."""
+    410 once cancelled; 503 with ``Retry-After`` while this process's joins
+    (or this order's share of them) are all taken."""
     return await joined_pdf(state, await order_of_buyer(order_id, who, state.db), part)
