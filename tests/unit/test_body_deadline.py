@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 import pytest
 from starlette.types import Message, Scope
-from ticketry_api.admission import Admission, bearer_token
+from ticketry.auth import AuthError, UnboundStaffError
+from ticketry_api.admission import Admission, OrderGate, bearer_token
 from ticketry_api.middleware import BodyDeadline, ClientBodies, has_body
 
 
@@ -157,3 +158,69 @@ async def test_body_deadline_refuses_an_address_over_its_bound_with_429() -> Non
     with pytest.raises(asyncio.CancelledError):
         await first
     assert mw.clients.total == 0
+
+
+@pytest.mark.parametrize(
+    ("authorization", "verdict", "expected"),
+    [
+        (None, None, 401),  # no token: refused, verify never asked
+        (b"Bearer good", None, "app"),
+        (b"Bearer bad", AuthError("bad signature"), 401),
+        (b"Bearer unbound", UnboundStaffError("no org"), "app"),  # the route answers 403 itself
+        (b"Basic dXNlcjpwYXNz", None, 401),
+    ],
+)
+async def test_order_gate_refuses_without_a_valid_token_before_the_body(
+    authorization: bytes | None, verdict: Exception | None, expected: int | str
+) -> None:
+    ran: list[str] = []
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        ran.append("app")
+
+    def verify(token: str) -> object:
+        if verdict is not None:
+            raise verdict
+        return token
+
+    async def receive() -> Message:
+        raise AssertionError("the gate read the body")
+
+    sent: list[Message] = []
+
+    async def send(msg: Message) -> None:
+        sent.append(msg)
+
+    headers = [(b"content-length", b"2000000")] + ([(b"authorization", authorization)] if authorization else [])
+    scope = {"type": "http", "method": "POST", "path": "/v1/orders", "headers": headers}
+    await OrderGate(app, Admission(1, max_queued=0, queue_s=1.0), verify)(scope, receive, send)
+    if expected == "app":
+        assert ran == ["app"] and not sent
+    else:
+        assert not ran and sent[0]["status"] == expected
+        head = dict(sent[0]["headers"])
+        assert head[b"www-authenticate"] == b"Bearer" and head[b"connection"] == b"close"
+        assert orjson.loads(sent[1]["body"])["status"] == expected
+
+
+async def test_order_gate_sheds_first_when_no_slot_or_place_is_left() -> None:
+    admission = Admission(1, max_queued=0, queue_s=1.0)
+    await admission.enter()  # the one slot taken, no queue
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        raise AssertionError("ran")
+
+    def verify(token: str) -> object:
+        raise AssertionError("a request that is shed anyway needs no token check")
+
+    sent: list[Message] = []
+
+    async def send(msg: Message) -> None:
+        sent.append(msg)
+
+    async def receive() -> Message:
+        raise AssertionError("read")
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/orders", "headers": []}
+    await OrderGate(app, admission, verify)(scope, receive, send)
+    assert sent[0]["status"] == 503 and int(dict(sent[0]["headers"])[b"retry-after"]) >= 1

@@ -49,7 +49,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.backoff import ExponentialBackoff
 from redis.driver_info import DriverInfo
 from starlette.types import ASGIApp, Receive, Scope, Send
-from ticketry.auth import AuthError
+from ticketry.auth import AuthError, UnboundStaffError
 from ticketry.db import REDIS_CONNECT_TIMEOUT_S, BudgetRetry
 
 from ticketry_api.errors import PROBLEM
@@ -279,8 +279,9 @@ class OrderGate:
     """Pure-ASGI middleware, before ``POST /v1/orders``'s body is read: 503 at
     once when the order would be shed anyway (the cheapest answer, checked
     first), 401 without a valid bearer token (``verify`` raises ``AuthError``,
-    as the route's own check does; the route still checks the role). Neither
-    reads the body or takes a slot."""
+    as the route's own check does; the route still checks the role, and
+    answers a genuine but unusable token). Neither reads the body or takes a
+    slot."""
 
     def __init__(self, app: ASGIApp, admission: Admission, verify: Callable[[str], object]) -> None:
         self.app, self.admission, self.verify = app, admission, verify
@@ -300,6 +301,11 @@ class OrderGate:
         if token is not None:
             try:
                 self.verify(token)
+            except UnboundStaffError:
+                # A genuine token its holder may not use here: the route says
+                # why (403), as it does everywhere else.
+                await self.app(scope, receive, send)
+                return
             except AuthError:
                 detail = "invalid or expired token"
             else:
