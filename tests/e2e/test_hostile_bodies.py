@@ -119,6 +119,7 @@ async def test_slow_bodies_hold_no_order_slot_and_end_with_408(
     org, buyer = token("hostile-org", "organizer"), token("hostile-buyer", "buyer")
     event = await create_event(hapi, org, capacity=100)
     port = hostile.api_port
+    shed_before = await metric(hapi, "ticketry_orders_shed_total")
 
     # When 54 connections declare a 2 MB body and trickle it: 8 without a token
     # from one address, 36 buyers with valid tokens from as many addresses (more
@@ -161,7 +162,8 @@ async def test_slow_bodies_hold_no_order_slot_and_end_with_408(
             _problem(t.result(), 429)
             assert int(t.result().headers["retry-after"]) >= 1
 
-        # And the slow bodies are being read while no order slot is held by any of them
+        # And the slow bodies are being read while no order slot is held by any of them,
+        # nor was any order shed (the capacity the waiting room admits at is untouched)
         reading = len(slow) + PER_CLIENT
 
         async def all_reading() -> bool:
@@ -169,6 +171,7 @@ async def test_slow_bodies_hold_no_order_slot_and_end_with_408(
 
         await eventually(all_reading, f"{reading} bodies being read")
         assert await metric(hapi, "ticketry_orders_inflight") == 0
+        assert await metric(hapi, "ticketry_orders_shed_total") == shed_before
         assert not any(t.done() for t in slow), "a slow body was cut off before its deadline"
 
         # And at the deadline every slow body is answered 408 and its connection closed
