@@ -10,7 +10,9 @@ and writes ``bench/results/bench-<time>.json``. Medians over ``--runs`` (3;
 scaler curve (``bench/scaler_curve.py``, its own stack, ~3.5 min), then the
 bursts (``bench/burst.py``, its own stack, ~5 min), the on-sale rush
 (``bench/rush.py``) and its crowd of 5,000 progress sockets
-(``bench/crowd.py``), each on its own stack. The rush and the crowd
+(``bench/crowd.py``), and the flood (``bench/flood.py``: wrk at 20 and 500
+connections that never back off, at the api and through HAProxy, ~2.5 min),
+each on its own stack. The rush, the crowd and the flood
 add a verdict row each; a scenario that fails or misses its verdict is named
 at the end.
 """
@@ -31,7 +33,7 @@ from typing import Any
 
 from ticketry_devstack.procs import start_stack
 
-from bench import baselines, burst, crowd, intl_orders, rush, scaler_curve, scenarios
+from bench import baselines, burst, crowd, flood, intl_orders, rush, scaler_curve, scenarios
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -66,6 +68,7 @@ class Measured:
     burst_rows: list[Row] = field(default_factory=list)
     rush_rows: list[Row] = field(default_factory=list)
     crowd_rows: list[Row] = field(default_factory=list)
+    flood_rows: list[Row] = field(default_factory=list)
     intl: dict[str, Any] | None = None
 
 
@@ -103,6 +106,7 @@ def _parse_args() -> argparse.Namespace:
     ap.add_argument("--no-intl", action="store_true", help="skip the orders with names of every script")
     ap.add_argument("--no-crowd", action="store_true", help="skip bench/crowd.py's 5,000 sockets at once")
     ap.add_argument("--crowd", type=int, default=5000, help="progress sockets opened at once")
+    ap.add_argument("--no-flood", action="store_true", help="skip bench/flood.py's wrk flood (~2.5 min)")
     ap.add_argument("--post-seconds", type=float, default=10.0)
     return ap.parse_args()
 
@@ -207,6 +211,15 @@ def _on_own_stacks(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -
                 out.setdefault("errors", []).append("crowd: verdict not met (its verdict row says why)")
         except Exception as exc:
             out.setdefault("errors", []).append(f"crowd: {type(exc).__name__}: {exc}"[:300])
+    if not (args.quick or args.no_flood):
+        print("the flood: wrk, 20 vs 500 connections that never back off, api vs HAProxy (bench/flood.py) …")
+        try:
+            got = flood.run()
+            out["flood"], m.flood_rows = got, flood.table(got)
+            if not flood.verdict(got["summary"]["proxy"]):
+                out.setdefault("errors", []).append("flood: verdict not met through HAProxy (its rows say why)")
+        except Exception as exc:
+            out.setdefault("errors", []).append(f"flood: {type(exc).__name__}: {exc}"[:300])
 
 
 def _rows(m: Measured) -> list[Row]:
@@ -259,6 +272,7 @@ def _rows(m: Measured) -> list[Row]:
         *m.burst_rows,
         *m.rush_rows,
         *m.crowd_rows,
+        *m.flood_rows,
     ]  # fmt: skip
 
 
