@@ -20,6 +20,7 @@ APT_PACKAGES=(
   chromium                # headless browser of the pages' tests (Playwright drives it; never `playwright install`)
   haproxy                 # the load balancer in front of the api (infra/haproxy/): in-flight bound, queue, cheap 503s
   wrk                     # HTTP load generator of the bench's flood (bench/flood.py): C, not the Python it measures
+  redis-sentinel          # Redis's own failover (quorum of sentinels): tests/redis_ha.py and the HA topology
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -38,6 +39,10 @@ fi
 # Likewise a system Prometheus on 9090: the tests start their own, on free ports.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
   systemctl stop prometheus || true
+fi
+# A system Sentinel on 26379 too: tests/redis_ha.py starts its own sentinels.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-sentinel 2>/dev/null; then
+  systemctl stop redis-sentinel || true
 fi
 # And a system HAProxy: the devstack and the tests start their own from infra/haproxy/.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet haproxy 2>/dev/null; then
