@@ -60,6 +60,14 @@ if [[ ! -x .bin/ferretdb || -n "$(find infra/ferretdb -newer .bin/ferretdb -type
   (cd infra/ferretdb && CGO_ENABLED=0 go build -trimpath -o ../../.bin/ferretdb .)
 fi
 
+# The linearizability checker of recorded histories (infra/linearize: porcupine
+# from the Go module proxy; tests/history.py runs it). Rebuilt when its sources change.
+if [[ ! -x .bin/linearize || -n "$(find infra/linearize -newer .bin/linearize -type f 2>/dev/null)" ]]; then
+  echo "bootstrap: building linearize (go build, module proxy)"
+  mkdir -p .bin
+  (cd infra/linearize && CGO_ENABLED=0 go build -trimpath -o ../../.bin/linearize .)
+fi
+
 # versitygw (Apache-2.0), an S3-compatible server over a directory: the tests'
 # (and `TICKETRY_STORAGE_BACKEND=s3 just up`'s) object store, pinned, from the Go
 # module proxy. Rebuilt when the pin changes.
