@@ -1,7 +1,7 @@
 """Goodput under a flood: clients that never honour ``Retry-After``, straight
 at the api and through HAProxy in front of it.
 
-    uv run --frozen python -m bench.flood [--seconds 12] [--connections 20,500,20,500] [--targets direct,proxy]
+    uv run --frozen python -m bench.flood [--seconds 10] [--connections 20,500,20,500,20,500] [--targets direct,proxy]
 
 One stack of its own (Redis, FerretDB, api, notifier; no renderer: the
 figure is orders accepted, and a renderer would take a core of two) and
@@ -246,7 +246,7 @@ def verdict(s: dict[str, Any]) -> bool:
     )
 
 
-def run(seconds: float = 12.0, connections: tuple[int, ...] = (20, 500, 20, 500),
+def run(seconds: float = 10.0, connections: tuple[int, ...] = (20, 500, 20, 500, 20, 500),
         targets: tuple[str, ...] = ("direct", "proxy"), lb_over: dict[str, Any] | None = None,
         renderers: int = 0) -> dict[str, Any]:  # fmt: skip
     """The scenario on a stack of its own: per target, the legs and a summary."""
@@ -333,8 +333,8 @@ def table(got: dict[str, Any]) -> list[Row]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(prog="bench.flood")
-    ap.add_argument("--seconds", type=float, default=12.0, help="each leg's length")
-    ap.add_argument("--connections", default="20,500,20,500", help="wrk connections of each leg, in order")
+    ap.add_argument("--seconds", type=float, default=10.0, help="each leg's length")
+    ap.add_argument("--connections", default="20,500,20,500,20,500", help="wrk connections of each leg, in order")
     ap.add_argument("--targets", default="direct,proxy", help="direct (the api), proxy (HAProxy in front)")
     ap.add_argument("--renderers", type=int, default=0, help="renderer processes (0: orders are only accepted)")
     ap.add_argument("--maxconn", type=int, help="HAProxy's requests at once per api (default: the devstack's)")

@@ -9,8 +9,8 @@ with 503 problem+json and ``Retry-After``. Meanwhile a buyer who honours
 flood answer is 202, 409 (the flood's small event sold out: the session's
 renderers are left no backlog) or 503 with ``Retry-After`` and a problem body,
 no connection is dropped, and the api's own gauges never show more orders in
-flight than ``maxconn`` nor any queued in the api (its bound of orders in flight
-is not below ``maxconn``). What the flood costs in orders per second is
+flight than ``maxconn``, nor more queued in the api than ``maxconn`` exceeds its
+bound of orders in flight by (16 of 300). What the flood costs in orders per second is
 ``bench/flood.py``'s figure, not this test's.
 """
 

@@ -26,9 +26,11 @@ class LbSettings:
     port: int  # where clients reach it, on ``host``
     apis: Sequence[str]  # each api's ``host:port``
     host: str = "127.0.0.1"
-    # Requests one api runs at once (HAProxy's server maxconn); near the api's
-    # TICKETRY_MAX_INFLIGHT_ORDERS (32), so its own queue stays empty.
-    maxconn: int = 32
+    # Requests one api has at once (HAProxy's server maxconn): 1.5 times the
+    # api's TICKETRY_MAX_INFLIGHT_ORDERS (32), so at most 16 wait in the api's
+    # own queue and it has the next order at hand while others wait on Redis
+    # and the store (bench/flood.py: 0.85-0.95 of the paced rate at 32, 1.00 at 48).
+    maxconn: int = 48
     # Orders waiting in HAProxy's line before the next is refused (503).
     max_queued: int = 64
     queue_s: float = 2.0  # longest wait in the line, seconds
