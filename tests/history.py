@@ -41,9 +41,11 @@ its call is the first attempt's, its return and answer the last's.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import subprocess
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,6 +173,87 @@ def check(path: Path, *, model: str = "auto", viz: Path | None = None, timeout_s
     done = subprocess.run([*args, str(path)], capture_output=True, text=True, timeout=timeout_s + 60, check=False)
     first = (done.stdout or done.stderr).splitlines()
     return CheckResult(done.returncode, first[0] if first else "", done.stdout, done.stderr)
+
+
+# Recorded client operations against a running api (one HTTP client each,
+# the same for the chaos tests).
+
+
+def _retry_after(r: httpx.Response | None) -> float:
+    try:
+        return min(5.0, max(0.1, float(r.headers.get("Retry-After", "1")))) if r is not None else 0.5
+    except ValueError:
+        return 1.0
+
+
+async def recorded_order(
+    api: httpx.AsyncClient,
+    history: History,
+    client: int,
+    *,
+    buyer: str,
+    event_id: str,
+    quantity: int,
+    tier: str = "standard",
+    idempotency_key: str | None = None,
+    attempts: int = 30,
+    holder: str = "Ada Lovelace",
+) -> httpx.Response | None:
+    """``POST /v1/orders`` as a careful buyer does: one Idempotency-Key, the same
+    request again after an answer of unknown effect (5xx, a lost connection,
+    "order in progress"), waiting its Retry-After, until a definite answer or
+    ``attempts``. Recorded as ONE ``reserve`` on the partition ``<event>/<tier>``
+    (the tier's capacity must be declared with ``History.tier``). The last answer
+    (None: no answer at all)."""
+    key = idempotency_key or uuid.uuid4().hex
+    body = {"event_id": event_id, "quantity": quantity, "holder_name": holder, "tier": tier}
+    headers = {"Authorization": f"Bearer {buyer}", "Idempotency-Key": key}
+    last: httpx.Response | None = None
+    async with history.record(client, "reserve", f"{event_id}/{tier}", {"k": quantity}) as op:
+        for attempt in range(1, attempts + 1):
+            try:
+                last = await api.post("/v1/orders", json=body, headers=headers)
+            except httpx.TransportError:
+                last = None
+            status = reserve_status(last) if last is not None else "unknown"
+            if status != "unknown" or attempt == attempts:
+                extra = {"http": last.status_code} if last is not None else {}
+                op.answer(status, attempts=attempt, **extra)
+                break
+            await asyncio.sleep(_retry_after(last))  # the client's back-off, as the answer asks
+    return last
+
+
+async def recorded_scan(
+    api: httpx.AsyncClient,
+    history: History,
+    client: int,
+    *,
+    staff: str,
+    code: str,
+    ticket_id: str,
+    list_id: str,
+    attempts: int = 30,
+) -> httpx.Response | None:
+    """``POST /v1/checkins`` of one code, recorded as a ``checkin`` on the
+    partition ``ticket_id``. With a nonce of its own, so a retry after an answer
+    of unknown effect gets the first upload's answer, never a second check-in."""
+    body = {"code": code, "list_id": list_id, "nonce": uuid.uuid4().hex}
+    headers = {"Authorization": f"Bearer {staff}"}
+    last: httpx.Response | None = None
+    async with history.record(client, "checkin", ticket_id) as op:
+        for attempt in range(1, attempts + 1):
+            try:
+                last = await api.post("/v1/checkins", json=body, headers=headers)
+            except httpx.TransportError:
+                last = None
+            status = checkin_status(last) if last is not None else "unknown"
+            if status != "unknown" or attempt == attempts:
+                extra = {"http": last.status_code} if last is not None else {}
+                op.answer(status, attempts=attempt, **extra)
+                break
+            await asyncio.sleep(_retry_after(last))
+    return last
 
 
 # How the api's answers map onto the models (pure; the HTTP status and the
