@@ -58,7 +58,66 @@ def renderers_min(env: Mapping[str, str]) -> int:
         return 1  # the scaler refuses it and exits; the wait says so
 
 
+def up_ha(args: argparse.Namespace) -> int:
+    """``up --ha``: three hosts (:mod:`ticketry_devstack.ha`) in the foreground
+    until SIGINT/SIGTERM or one of its processes exits."""
+    from ticketry_devstack.ha import PORTS, start_ha
+
+    data: Path = args.data_dir
+    pidfile = data / "stack.pid"
+    stopping = False
+
+    def on_signal(signum: int, _: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        stack = start_ha(data / "ha", os.environ, cancelled=lambda: stopping, log=lambda s: print(s, flush=True))
+    except InterruptedError:
+        return 130
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        print(f"not up: {exc}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        pidfile.parent.mkdir(parents=True, exist_ok=True)
+        pidfile.write_text(str(os.getpid()))
+        a, b, c = (stack.hosts[h] for h in "abc")
+        p = PORTS
+        print(
+            f"\nTicketry is up on three hosts (dev mode; logs in {data / 'ha'}/<host>/)\n"
+            f"  host a  {a.address}  (netns {a.ns}): Redis primary :{p['redis']}, sentinel :{p['sentinel']}, "
+            f"api :{p['api']}, notifier :{p['notifier']}, scaler + renderers\n"
+            f"  host b  {b.address}  (netns {b.ns}): Redis replica :{p['redis']}, sentinel :{p['sentinel']}, "
+            f"api :{p['api']}, notifier :{p['notifier']}, scaler + renderers\n"
+            f"  host c  {c.address}  (netns {c.ns}): sentinel :{p['sentinel']}, HAProxy :{stack.addr('c', 'lb')}, "
+            f"FerretDB :{p['mongo']}, S3 :{p['s3']}\n"
+            f"  sentinels      {stack.sentinels} (master {stack.env['TICKETRY_REDIS_SENTINEL_MASTER']})\n"
+            f"  HAProxy stats  {stack.stats_url}\n"
+            f"  load balancer: {stack.lb_url}\n"
+            "  Ctrl-C stops everything.\n",
+            flush=True,
+        )
+        if args.demo:
+            asyncio.run(demo(stack.lb_url, args.demo))
+        while not stopping:
+            for (host, name), proc in stack.procs.items():
+                if not proc.alive():
+                    code = proc.popen.returncode if proc.popen else "?"
+                    print(f"{name} on host {host} exited ({code}); stopping", file=sys.stderr)
+                    stopping = True
+            time.sleep(0.5)
+    finally:
+        print("stopping…", flush=True)
+        stack.stop()
+        pidfile.unlink(missing_ok=True)
+    return 0
+
+
 def up(args: argparse.Namespace) -> int:
+    if args.ha:
+        return up_ha(args)
     stack = build_stack(os.environ, args.data_dir)
     data = stack.data_dir
     pidfile = data / "stack.pid"
@@ -152,6 +211,9 @@ def main() -> int:
     p_up = sub.add_parser("up", help="run the whole stack in the foreground")
     p_up.add_argument("--demo", type=int, default=0, metavar="N", help="place a demo order of N tickets")
     p_up.add_argument("--data-dir", type=Path, default=DATA, help="logs, stores and PDFs (default: .data)")
+    p_up.add_argument(
+        "--ha", action="store_true", help="three hosts (network namespaces): Redis + Sentinel, two apis behind HAProxy"
+    )
     p_up.set_defaults(fn=up)
     p_down = sub.add_parser("down", help="stop a stack started in the background")
     p_down.add_argument("--data-dir", type=Path, default=DATA)

@@ -2,7 +2,9 @@
 ``infra/haproxy/haproxy.cfg.tmpl``, and its process.
 
 One ``server`` line per api address, so the same file grows to several api
-processes; an optional stats page (``stats_port``) on loopback.
+processes; with ``notifiers``, progress WebSockets (``/v1/orders/{id}/progress``)
+go to those, health-checked the same way (``just up --ha``); an optional stats
+page (``stats_port`` on ``stats_host``, ``;csv`` for machines).
 """
 
 from __future__ import annotations
@@ -36,7 +38,10 @@ class LbSettings:
     queue_s: float = 2.0  # longest wait in the line, seconds
     tarpit_ms: int = 50  # pause before a refused order's 503, ms: ≤ 100 keeps the 503s fast
     threads: int = 1
-    stats_port: int | None = None  # the stats page (``/``), on loopback
+    stats_port: int | None = None  # the stats page (``/``)
+    stats_host: str = "127.0.0.1"
+    # Each notifier's ``host:port``: none, the notifier is reached directly.
+    notifiers: Sequence[str] = ()
 
 
 def render(cfg: LbSettings, run_dir: Path) -> str:
@@ -45,9 +50,26 @@ def render(cfg: LbSettings, run_dir: Path) -> str:
     stats = (
         ""
         if cfg.stats_port is None
-        else f"listen stats\n    bind 127.0.0.1:{cfg.stats_port}\n    stats enable\n    stats uri /\n"
+        else f"listen stats\n    bind {cfg.stats_host}:{cfg.stats_port}\n    stats enable\n    stats uri /\n"
         "    stats refresh 5s\n"
     )
+    routes = backends = ""
+    if cfg.notifiers:
+        routes = (
+            "    # A progress WebSocket goes to a notifier (HAProxy carries the upgrade).\n"
+            "    acl progress path_reg ^/v1/orders/[^/]+/progress$\n"
+            "    use_backend notifier if progress\n"
+        )
+        backends = (
+            "backend notifier\n"
+            "    balance leastconn\n"
+            "    option httpchk GET /readyz\n"
+            "    http-check expect status 200\n"
+            "    # No maxconn: a socket is held for an order's whole rendering.\n"
+            "    default-server check inter 2s fall 3 rise 1\n"
+            + "\n".join(f"    server notifier-{i} {addr}" for i, addr in enumerate(cfg.notifiers))
+            + "\n"
+        )
     template = string.Template((HAPROXY_DIR / "haproxy.cfg.tmpl").read_text())
     return template.substitute(
         threads=cfg.threads,
@@ -59,6 +81,8 @@ def render(cfg: LbSettings, run_dir: Path) -> str:
         max_queued=cfg.max_queued,
         maxconn=cfg.maxconn,
         servers=servers,
+        routes=routes,
+        backends=backends,
         stats=stats,
     )
 
@@ -76,6 +100,16 @@ def haproxy_proc(run_dir: Path, cfg: LbSettings) -> Proc:
     path = run_dir / "haproxy.cfg"
     path.write_text(render(cfg, run_dir))
     return Proc("haproxy", [binary, "-db", "-f", str(path)], dict(os.environ), run_dir / "haproxy.log")
+
+
+def stats_csv(text: str) -> list[dict[str, str]]:
+    """The rows of HAProxy's stats CSV (``<stats page>/;csv``), by column name
+    (``pxname``, ``svname``, ``status``, ``stot`` (sessions in all), …)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or not lines[0].startswith("# "):
+        raise ValueError("not HAProxy's stats CSV")
+    header = lines[0][2:].split(",")
+    return [dict(zip(header, line.split(","), strict=False)) for line in lines[1:]]
 
 
 def start_lb(stack: Stack, cfg: LbSettings, run_dir: Path | None = None) -> Proc:

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,15 +56,17 @@ def free_port() -> int:
     raise RuntimeError("no free port on 127.0.0.1")
 
 
-def wait_port(port: int, timeout_s: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_port(
+    port: int, timeout_s: float = 30.0, proc: subprocess.Popen[bytes] | None = None, host: str = "127.0.0.1"
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {host}:{port}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), 0.2):
             return
         time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout_s}s")
 
 
 def renderers_live(redis_url: str) -> int:
@@ -141,9 +143,17 @@ def tool(name: str) -> str:
     return found
 
 
-def redis_proc(data_dir: Path, port: int, *, fsync: str = "everysec", bind: tuple[str, ...] = ("127.0.0.1",)) -> Proc:
+def redis_proc(
+    data_dir: Path,
+    port: int,
+    *,
+    fsync: str = "everysec",
+    bind: tuple[str, ...] = ("127.0.0.1",),
+    extra: Sequence[str] = (),
+) -> Proc:
     """Redis with AOF on (``appendfsync`` = ``fsync``), data under ``data_dir``,
-    listening on ``bind`` only (loopback-range addresses; see the multi-host test)."""
+    listening on ``bind`` only (loopback-range addresses; see the multi-host test);
+    ``extra`` arguments last (``--replicaof host port`` for a replica)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = [
         shutil.which("redis-server") or "/usr/bin/redis-server",
@@ -152,16 +162,17 @@ def redis_proc(data_dir: Path, port: int, *, fsync: str = "everysec", bind: tupl
         "--save", "", "--daemonize", "no", "--logfile", "",
         # Never evict: streams and pending lists are the source of truth.
         "--maxmemory-policy", "noeviction",
+        *extra,
     ]  # fmt: skip
     return Proc("redis", argv, dict(os.environ), data_dir / "redis.log")
 
 
-def ferretdb_proc(data_dir: Path, port: int) -> Proc:
+def ferretdb_proc(data_dir: Path, port: int, host: str = "127.0.0.1") -> Proc:
     binary = BIN / "ferretdb"
     if not binary.exists():
         raise FileNotFoundError(f"{binary} missing; run infra/bootstrap.sh")
     data_dir.mkdir(parents=True, exist_ok=True)
-    argv = [str(binary), "-listen", f"127.0.0.1:{port}", "-dir", str(data_dir)]
+    argv = [str(binary), "-listen", f"{host}:{port}", "-dir", str(data_dir)]
     return Proc("ferretdb", argv, dict(os.environ), data_dir / "ferretdb.log")
 
 
