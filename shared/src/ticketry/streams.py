@@ -66,6 +66,9 @@ the ``PROGRESS_*`` constants)
 ``ticketry:scaler:leader`` (string: holder + fencing token)
     Scaler leadership lock, TTL ``LEADER_TTL_S``.
 ``ticketry:scaler:fence`` (integer) — fencing token counter, no TTL.
+``ticketry:replica:fence`` (integer) — written (INCR) right before a ``WAIT``
+    (``ticketry_api.replicas``): a replica that acknowledged it holds every write
+    made before it, whichever connection made them. No TTL; one small key.
 ``ticketry:ratelimit:{scope}:{user}`` (integer) — fixed-window counter, TTL = window.
 ``ticketry:design:{digest}`` (string: a renderer's serialized stamping template)
     An event look's design, built once by any renderer and loaded by the others
@@ -190,6 +193,7 @@ def sortable_stream_id(entry_id: str) -> str:
 ORDERS_IN_FLIGHT: Final = "ticketry:orders:in-flight"
 SCALER_LEADER: Final = "ticketry:scaler:leader"
 SCALER_FENCE: Final = "ticketry:scaler:fence"
+REPLICA_FENCE: Final = "ticketry:replica:fence"
 RENDERER_PREFIX: Final = "ticketry:renderer:"
 PDFS_PURGED: Final = "ticketry:pdfs:purged"
 

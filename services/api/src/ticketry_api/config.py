@@ -78,6 +78,17 @@ class ApiSettings(ServingSettings):
     # api_redis_wait_s for one instead of opening one per concurrent request).
     api_redis_pool: int = Field(default=128, ge=8)
     api_redis_wait_s: float = Field(default=2.0, gt=0)
+    # What an answer promises survives the primary's loss (replicas.py): a write
+    # that would lose work is answered only once this many replicas acknowledged
+    # it (Redis WAIT), else 503 with Retry-After. 0: no WAIT (one host).
+    redis_min_replicas: int = Field(
+        default=0, ge=0, le=16,
+        description="Redis replicas (0 to 16; 0: do not wait) that must acknowledge an order's writes before 202",
+    )  # fmt: skip
+    redis_replica_wait_ms: int = Field(
+        default=500, ge=1, le=5000,
+        description="Milliseconds (1 to 5,000) to wait for those replicas (Redis WAIT timeout), else 503",
+    )  # fmt: skip
     # Waiting rooms (waitingroom/): admission ticks, and how long a permission to order lasts.
     room_tick_s: float = Field(default=1.0, gt=0)
     room_permission_ttl_s: float = Field(default=120.0, gt=0)

@@ -15,6 +15,13 @@ Order of steps (no transactions on FerretDB, so each step is safe to crash after
 4. One MULTI/EXEC: the order's progress hash, one render request per ticket,
    and the ZREM of its in-flight entry. Only then 202.
 
+With ``TICKETRY_REDIS_MIN_REPLICAS`` set, step 1 is on a replica before step 2
+begins (``replicas.replicated``; else 503 and nothing was reserved), so a
+failover never loses the outbox entry of an order the store holds: the sweep
+on the new primary finishes it. Step 4 is on a replica before 202 (the route
+waits, for a replayed Idempotency-Key too), else 503: the order stands on the
+primary, and a retry with the same key answers it once a replica has it.
+
 Two writes to the store per order, neither an update (each FerretDB update
 is a transaction of its own, and the store is the bottleneck of
 ``POST /v1/orders``), both through the process's one writer (``store.writer``): the
@@ -78,6 +85,7 @@ from ticketry.tracing import current_traceparent
 from ticketry_api import ratelimit
 from ticketry_api.errors import Problem
 from ticketry_api.ratelimit import RateSettings
+from ticketry_api.replicas import ReplicaSettings, replicated
 from ticketry_api.schemas import OrderIn
 from ticketry_api.store import Store
 from ticketry_api.waitingroom import store as rooms
@@ -155,6 +163,7 @@ async def place_order(
     max_quantity: int,
     rates: RateSettings,
     names: NameLimits,
+    replicas: ReplicaSettings,
     gate: Callable[[Event], Awaitable[None]] | None = None,
 ) -> Order:
     """Reserve capacity, record the order and its tickets, enqueue the renders.
@@ -175,6 +184,11 @@ async def place_order(
     await check_names_within({body.holder_name, *(body.holders or ())}, names)
     order = _new_order(principal, body, event, tier, keyring.active_kid, idempotency_key, digest)
     await _admit(redis, order, tier)
+    try:  # the outbox entry outlives the primary before the store depends on it
+        await replicated(redis, replicas)
+    except Problem:
+        await _give_back(redis, order, tier)
+        raise
     # The order follows the ledger entry in the same round (step 3).
     taken = await store.ledger.reserve(event, order.id, tier.id, body.quantity, then=store.orders.steps(order))
     if taken is None:

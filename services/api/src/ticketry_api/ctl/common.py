@@ -11,12 +11,15 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import orjson
 import typer
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pymongo import AsyncMongoClient
 from redis.asyncio import Redis
 from rich.console import Console
 from ticketry.db import connect_mongo, connect_redis
+
+from ticketry_api.errors import Problem
+from ticketry_api.replicas import replicated
 
 T = TypeVar("T")
 
@@ -46,6 +49,14 @@ class CtlSettings(BaseSettings):
     jwt_secret: SecretStr | None = None
     # A bearer token for the commands that go through the API (``events create``, ``orders place``).
     token: SecretStr | None = None
+    # As the api's (replicas.py): a re-drive or delete waits for this many replicas.
+    redis_min_replicas: int = Field(
+        default=0, ge=0, le=16,
+        description="Redis replicas (0 to 16; 0: do not wait) that must acknowledge a re-drive or delete",
+    )  # fmt: skip
+    redis_replica_wait_ms: int = Field(
+        default=500, ge=1, le=5000, description="Milliseconds (1 to 5,000) to wait for those replicas"
+    )
 
     @property
     def api_base(self) -> str:
@@ -124,9 +135,18 @@ def act_on_dead_letters(
             check_ids(chosen)
             if not chosen:
                 raise fail(nothing)
-            return await action(redis, chosen)
+            outcomes = await action(redis, chosen)
+            try:  # said done only once a replica has it (a failover would undo it)
+                await replicated(redis, settings())
+            except Problem as exc:
+                unsure.append(exc.detail)
+            return outcomes
 
+    unsure: list[str] = []
     outcomes = run(go)
     for dead_id, outcome in outcomes.items():
         console.print(f"{dead_id}: {outcome}", markup=False)
+    if unsure:
+        # Re-running is safe: a dead letter already moved is "not found", one the new primary still holds moves.
+        raise fail(f"not confirmed by a replica, run it again: {unsure[0]}", code=1)
     raise typer.Exit(0 if all(done(o) for o in outcomes.values()) else 1)

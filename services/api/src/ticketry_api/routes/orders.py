@@ -14,6 +14,7 @@ from ticketry_api.errors import problems
 from ticketry_api.orders import NameLimits, place_order, unit_price_of
 from ticketry_api.orders_read import order_summary, progress_url, tickets_of, visible_order
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses
+from ticketry_api.replicas import replicated
 from ticketry_api.schemas import (
     CancelOut,
     OrderAccepted,
@@ -63,6 +64,7 @@ async def create_order(
                 max_quantity=state.settings.max_tickets_per_order,
                 rates=state.rates,
                 names=NameLimits(state.settings.max_distinct_names, state.settings.name_check_budget_s),
+                replicas=state.settings,
                 gate=gate.check,
             )
         except BaseException:
@@ -70,6 +72,9 @@ async def create_order(
             raise
         await gate.accepted()
         span.set_attribute("order.id", order.id)
+        # 202 only once a replica holds the order's render requests (a replay
+        # waits again: the first answer may have been this 503).
+        await replicated(state.redis, state.settings)
     event = await state.db.event(order.event_id)
     assert event is not None  # the order was placed for it
     return OrderAccepted(
@@ -151,4 +156,6 @@ async def cancel_order(order_id: str, state: State, who: Canceller) -> CancelOut
     Idempotent; refused (409) once any of its tickets has been checked in."""
     order, event = await visible_order(order_id, who, state.db)
     await cancel.cancel(state.redis, state.db, order, event, who, state.pdf_store())
+    # A retried cancel redoes its steps (the fate is decided) and waits again.
+    await replicated(state.redis, state.settings)
     return CancelOut(id=order.id, status="cancelled", revoked=order.quantity)

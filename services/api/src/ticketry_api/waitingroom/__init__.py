@@ -31,5 +31,6 @@ async def run(redis: Redis, db: Store, admission: Admission, settings: ApiSettin
         key=permission_key(settings.jwt_key),
         tick_s=settings.room_tick_s,
         permission_ttl_s=settings.room_permission_ttl_s,
+        replicas=settings,
     )
     await admitter.run(stop)

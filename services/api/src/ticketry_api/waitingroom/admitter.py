@@ -17,6 +17,8 @@ from ticketry.documents import Event
 from ticketry.tasks import pause
 
 from ticketry_api.admission import Admission
+from ticketry_api.errors import Problem
+from ticketry_api.replicas import ReplicaSettings, replicated
 from ticketry_api.store import Store
 from ticketry_api.waitingroom import core, store
 
@@ -41,6 +43,7 @@ class Admitter:
     key: bytes  # core.permission_key
     tick_s: float = 1.0
     permission_ttl_s: float = 120.0
+    replicas: ReplicaSettings | None = None  # None: admissions are not waited for
     limits: core.RateLimits = field(default_factory=core.RateLimits)
     rooms: dict[str, _Room] = field(default_factory=dict)
     _last_shed: int = 0
@@ -113,6 +116,15 @@ class Admitter:
         if got < 0:
             log.info("waiting room: admission raced (%s); next tick", got, extra={"event_id": event_id})
             return
+        if permits and self.replicas is not None:
+            # A permission the new primary lacks after a failover is refused at the
+            # order (403 used): wait so the next tick admits on replicated ground.
+            try:
+                await replicated(self.redis, self.replicas)
+            except Problem as exc:
+                log.warning(
+                    "waiting room: admissions not on a replica yet: %s", exc.detail, extra={"event_id": event_id}
+                )
         if (st.waiting - len(permits) <= 0 or sold_out) and st.outstanding == 0:
             # Everybody in line has been admitted (or told it is sold out), and
             # no permission is out: nothing to tick until somebody joins again.
