@@ -133,6 +133,34 @@ class HaStack:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.host_env(host)}
         return Proc(name, [tool(f"ticketry-{name}")], env, self.data_dir / host / "logs" / f"{name}.log")
 
+    def current_primary(self) -> str | None:
+        """``address:port`` of the primary as the first answering sentinel names it."""
+        for h in "abc":
+            host, port = self.addr(h, "sentinel").split(":")
+            client = redis.Redis(host=host, port=int(port), socket_timeout=2, socket_connect_timeout=2)
+            try:
+                named = client.execute_command("SENTINEL", "get-master-addr-by-name", MASTER)  # type: ignore[no-untyped-call]
+            except redis.RedisError:
+                continue
+            finally:
+                client.close()
+            if named:
+                return f"{named[0].decode()}:{int(named[1])}"
+        return None
+
+    def restart_redis(self, host: str) -> Proc:
+        """Start ``host``'s Redis again (after a kill) as a replica of the
+        primary the sentinels name now: the old primary rejoining."""
+        primary = self.current_primary()
+        if primary is None:
+            raise RuntimeError("no sentinel names a primary")
+        address, port = primary.rsplit(":", 1)
+        bind = (self.hosts[host].address,)
+        proc = redis_proc(
+            self.data_dir / host / "redis", PORTS["redis"], bind=bind, extra=("--replicaof", address, port)
+        )
+        return self.start(host, proc, PORTS["redis"])
+
     def stop(self) -> None:
         """The load balancer and services first (gracefully), then the stores,
         then the hosts themselves (anything left in them is killed)."""
