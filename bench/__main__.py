@@ -11,8 +11,9 @@ scaler curve (``bench/scaler_curve.py``, its own stack, ~3.5 min), then the
 bursts (``bench/burst.py``, its own stack, ~5 min), the on-sale rush
 (``bench/rush.py``) and its crowd of 5,000 progress sockets
 (``bench/crowd.py``), and the flood (``bench/flood.py``: wrk at 20 and 500
-connections that never back off, at the api and through HAProxy, ~2.5 min),
-each on its own stack. The rush, the crowd and the flood
+connections that never back off, at the api and through HAProxy, ~2.5 min)
+and the cost of waiting for a Redis replica (``bench/replica_wait.py``: orders
+at 50/s with ``TICKETRY_REDIS_MIN_REPLICAS`` 0 and 1, ~3 min), each on its own stack. The rush, the crowd and the flood
 add a verdict row each; a scenario that fails or misses its verdict is named
 at the end.
 """
@@ -33,7 +34,7 @@ from typing import Any
 
 from ticketry_devstack.procs import start_stack
 
-from bench import baselines, burst, crowd, flood, intl_orders, rush, scaler_curve, scenarios
+from bench import baselines, burst, crowd, flood, intl_orders, replica_wait, rush, scaler_curve, scenarios
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -69,6 +70,7 @@ class Measured:
     rush_rows: list[Row] = field(default_factory=list)
     crowd_rows: list[Row] = field(default_factory=list)
     flood_rows: list[Row] = field(default_factory=list)
+    replica_rows: list[Row] = field(default_factory=list)
     intl: dict[str, Any] | None = None
 
 
@@ -107,6 +109,9 @@ def _parse_args() -> argparse.Namespace:
     ap.add_argument("--no-crowd", action="store_true", help="skip bench/crowd.py's 5,000 sockets at once")
     ap.add_argument("--crowd", type=int, default=5000, help="progress sockets opened at once")
     ap.add_argument("--no-flood", action="store_true", help="skip bench/flood.py's wrk flood (~2.5 min)")
+    ap.add_argument(
+        "--no-replica-wait", action="store_true", help="skip bench/replica_wait.py, orders with/without WAIT (~3 min)"
+    )
     ap.add_argument("--post-seconds", type=float, default=10.0)
     return ap.parse_args()
 
@@ -220,6 +225,13 @@ def _on_own_stacks(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -
                 out.setdefault("errors", []).append("flood: verdict not met through HAProxy (its rows say why)")
         except Exception as exc:
             out.setdefault("errors", []).append(f"flood: {type(exc).__name__}: {exc}"[:300])
+    if not (args.quick or args.no_replica_wait):
+        print("waiting for a replica: POST /v1/orders at 50/s, MIN_REPLICAS 0 vs 1 (bench/replica_wait.py) …")
+        try:
+            got = replica_wait.run()
+            out["replica_wait"], m.replica_rows = got["summary"], replica_wait.table(got)
+        except Exception as exc:
+            out.setdefault("errors", []).append(f"replica_wait: {type(exc).__name__}: {exc}"[:300])
 
 
 def _rows(m: Measured) -> list[Row]:
@@ -273,6 +285,7 @@ def _rows(m: Measured) -> list[Row]:
         *m.rush_rows,
         *m.crowd_rows,
         *m.flood_rows,
+        *m.replica_rows,
     ]  # fmt: skip
 
 

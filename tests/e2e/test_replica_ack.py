@@ -175,6 +175,33 @@ async def test_an_order_recorded_but_not_replicated_is_the_same_order_on_retry(
         await redis.aclose()
 
 
+async def test_a_cancel_is_answered_once_a_replica_has_it(
+    api: httpx.AsyncClient, token: TokenFactory, pair: RedisPair
+) -> None:
+    org, buyer = token("rep-org-4", "organizer"), token("rep-buyer-4", "buyer")
+    event = await create_event(api, org, capacity=50)
+    placed = await place_order(api, buyer, event["id"], 2, idempotency_key=f"k-{uuid.uuid4().hex}")
+    assert placed.status_code == 202, placed.text
+    cancel_url = f"/v1/orders/{placed.json()['id']}/cancel"
+    # Given a stalled replica, a cancel is refused with 503 + Retry-After
+    with pair.frozen():
+        assert_not_replicated(await api.post(cancel_url, headers=bearer(buyer)))
+    # Then its retry, once the replica is back, cancels the order once: the tickets are back
+    pair.wait_in_sync()
+
+    async def cancelled() -> bool:
+        r = await api.post(cancel_url, headers=bearer(buyer))
+        if r.status_code == 503:
+            assert_not_replicated(r)
+            return False
+        assert r.status_code == 200, r.text
+        return True
+
+    await eventually(cancelled, "the retried cancel answered")
+    assert await sold(api, event["id"], org) == 0
+    assert (await api.get(f"/v1/orders/{placed.json()['id']}", headers=bearer(buyer))).json()["status"] == "cancelled"
+
+
 @contextlib.contextmanager
 def api_with(stack: Stack, env: dict[str, str]) -> Iterator[None]:
     """The stack's api restarted with ``env``, and restarted as it was after."""
