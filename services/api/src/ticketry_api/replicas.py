@@ -12,11 +12,11 @@ find them (an order's Idempotency-Key, a cancel's fate, a re-drive that finds
 its dead letter gone) and wait again. 0 replicas (the default): no WAIT, no
 extra round trip, one host as before.
 
-Why a fence key: ``WAIT`` waits for the writes of *its own connection* (the
-replication offset after that connection's last write). The api writes
-through a pool, so the connection that WAITs is rarely the one that wrote,
-and one that never wrote is answered at once with every connected replica,
-even a frozen one. :func:`replicated` therefore sends ``INCR`` of
+Why a fence key: ``WAIT`` waits for the replication offset *its own
+connection* reached (at its last command). The api writes through a pool, so
+the connection that WAITs need not be the one that wrote, and one whose last
+command came before those writes is answered at once with every replica that
+had reached that older offset, a stalled one included. :func:`replicated` therefore sends ``INCR`` of
 ``streams.REPLICA_FENCE`` and ``WAIT`` on one connection (one pipeline). The
 replication stream is one ordered log, so a replica that acknowledged the
 fence holds everything the primary applied before it: the caller's writes
