@@ -7,7 +7,8 @@ its buyer's page is served through it, both apis served requests, and SIGTERM
 leaves nothing behind: no process, no namespace, no bridge.
 
 The run honours the caller's environment like ``just up``: it is given a
-JWT secret of its own, and the tokens here are minted with that one."""
+JWT secret of its own, and the tokens here are minted with that one, and the
+load balancer's port."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ async def test_up_ha_serves_an_order_through_the_load_balancer_and_stops_clean(t
     # Not skipped: CI runs as root with iproute2 (infra/bootstrap.sh), as `up --ha` needs.
     assert can_make_hosts() is None, can_make_hosts()
     secret = secrets.token_hex(32)
-    proc = _up(tmp_path / "data", TICKETRY_JWT_SECRET=secret)
+    proc = _up(tmp_path / "data", TICKETRY_JWT_SECRET=secret, TICKETRY_DEV_LB_PORT="8090")
     seen: list[str] = []
     namespaces: list[str] = []
     pids: set[int] = set()
@@ -103,7 +104,7 @@ async def test_up_ha_serves_an_order_through_the_load_balancer_and_stops_clean(t
         stats = next(m.group(1) for line in seen if (m := re.search(r"HAProxy stats\s+(http://\S+)", line)))
         hosts = [m.group(1) for line in seen if (m := re.match(r"\s+host [abc]\s+(\S+)", line))]
         assert len(hosts) == 3 and len(namespaces) == 3, seen[-12:]
-        assert lb.startswith(f"http://{hosts[2]}:"), (lb, hosts)
+        assert lb == f"http://{hosts[2]}:8090", (lb, hosts)
         for ns in namespaces:
             pids.update(netns_pids(ns))
         # (2 Redis, 3 sentinels, 2 apis, 2 notifiers, 2 scalers and their renderers, HAProxy, FerretDB, S3)

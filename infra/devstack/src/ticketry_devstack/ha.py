@@ -4,8 +4,15 @@ Three "hosts" (network namespaces on one bridge, :mod:`ticketry_devstack.hosts`)
 
 * ``a``: Redis primary, Sentinel, api, notifier, scaler with its renderers;
 * ``b``: Redis replica, Sentinel, api, notifier, scaler with its renderers;
-* ``c``: Sentinel, HAProxy (the load balancer), FerretDB (the store), versitygw
-  (the S3 object store: PDFs are shared by both hosts' renderers and apis).
+* ``c``: Sentinel, a second Redis replica, HAProxy (the load balancer), FerretDB
+  (the store), versitygw (the S3 object store: PDFs are shared by both hosts'
+  renderers and apis).
+
+Why a second replica: the api answers an order only once a replica has it
+(``TICKETRY_REDIS_MIN_REPLICAS=1``). With one replica, losing the primary
+promotes it and leaves no replica at all, so every order is refused (503) until
+the old primary is back (measured: 503s for the whole minute after the kill);
+with two, the promoted one still has one.
 
 Replication and failover are Redis's own (``--replicaof``, ``redis-sentinel``,
 quorum 2 of 3). Every service is given the sentinels, the master name and,
@@ -89,10 +96,11 @@ class HaStack:
     lan: Lan | None = None
     hosts: dict[str, Host] = field(default_factory=dict)
     procs: dict[tuple[str, str], Proc] = field(default_factory=dict)
+    lb_port: int = PORTS["lb"]  # TICKETRY_DEV_LB_PORT, as for `just up`
 
     def addr(self, host: str, what: str) -> str:
         """``address:port`` of ``what`` (a key of :data:`PORTS`) on ``host``."""
-        port = int(self.env.get("TICKETRY_DEV_LB_PORT", PORTS["lb"])) if what == "lb" else PORTS[what]
+        port = self.lb_port if what == "lb" else PORTS[what]
         return f"{self.hosts[host].address}:{port}"
 
     @property
@@ -236,11 +244,8 @@ def _replica_in_sync(url: str) -> bool:
     client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
     try:
         info = client.info("replication")
-        return (
-            info.get("role") == "master"
-            and int(info.get("connected_slaves", 0)) >= 1
-            and (info.get("slave0", {}).get("state") == "online")
-        )
+        replicas = [info.get(f"slave{i}", {}) for i in range(int(info.get("connected_slaves", 0)))]
+        return info.get("role") == "master" and sum(1 for r in replicas if r.get("state") == "online") >= 2
     finally:
         client.close()
 
@@ -286,7 +291,7 @@ def start_ha(
         raise RuntimeError("--ha needs haproxy (infra/bootstrap.sh installs it)")
     clean_stale()
     subnet = free_subnet()
-    stack = HaStack(data_dir, env={})
+    stack = HaStack(data_dir, env={}, lb_port=int(environ.get("TICKETRY_DEV_LB_PORT", PORTS["lb"])))
     try:
         stack.lan = Lan(subnet).create()
         for h in "abc":
@@ -301,11 +306,12 @@ def start_ha(
         stack.start("c", s3, PORTS["s3"])
         stack.start("a", redis_proc(data_dir / "a" / "redis", PORTS["redis"], bind=(a.address,)), PORTS["redis"])
         follow = ("--replicaof", a.address, str(PORTS["redis"]))
-        replica = redis_proc(data_dir / "b" / "redis", PORTS["redis"], bind=(b.address,), extra=follow)
-        stack.start("b", replica, PORTS["redis"])
+        for h in "bc":
+            replica = redis_proc(data_dir / h / "redis", PORTS["redis"], bind=(stack.hosts[h].address,), extra=follow)
+            stack.start(h, replica, PORTS["redis"])
         for h in "abc":
             stack.start(h, sentinel_proc(stack.hosts[h], data_dir / h / "sentinel", a.address), PORTS["sentinel"])
-        if not wait_for("the replica in sync", lambda: _replica_in_sync(stack.primary_url), 60, cancelled):
+        if not wait_for("the replicas in sync", lambda: _replica_in_sync(stack.primary_url), 60, cancelled):
             raise InterruptedError
         if not wait_for("the sentinels agreeing", lambda: _sentinels_agree(stack, a.address), 60, cancelled):
             raise InterruptedError
@@ -315,7 +321,7 @@ def start_ha(
             stack.start(h, stack.service(h, "api"), PORTS["api"], 90)
         for h in "ab":
             stack.start(h, stack.service(h, "notifier"), PORTS["notifier"], 90)
-        lb_port = int(stack.addr("c", "lb").rsplit(":", 1)[1])
+        lb_port = stack.lb_port
         cfg = LbSettings(
             port=lb_port, host=c.address, apis=[stack.addr(h, "api") for h in "ab"],
             notifiers=[stack.addr(h, "notifier") for h in "ab"], stats_port=PORTS["stats"], stats_host=c.address,
