@@ -35,12 +35,14 @@ from beanie import init_beanie
 from pymongo import AsyncMongoClient
 from pymongo.errors import ConnectionFailure
 from pymongo.uri_parser import parse_uri
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.driver_info import DriverInfo
 from redis.exceptions import BusyLoadingError, ConnectionError, ResponseError, TimeoutError
 
 from ticketry.documents import ALL_DOCUMENTS
+from ticketry.redis_ha import RedisTarget, primary_client
 from ticketry.replies import Entry
 
 log = logging.getLogger(__name__)
@@ -117,18 +119,41 @@ class BudgetRetry(Retry):
                     await asyncio.sleep(pause)
 
 
-def connect_redis(url: str, *, timeout_s: float = 10.0) -> Redis:
-    """A client that reconnects by itself (Redis restarts are routine, not
-    fatal): ~35 s of retries per command, or :data:`REQUEST_RETRY_BUDGET_S`
-    under :func:`request_budget`."""
-    return Redis.from_url(
-        url,
-        retry=BudgetRetry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
-        retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
-        health_check_interval=15,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
-    )
+def connect_redis(
+    target: RedisTarget | str,
+    *,
+    timeout_s: float = 10.0,
+    max_connections: int | None = None,
+    wait_s: float = 20.0,
+    driver_info: DriverInfo | None = None,
+) -> Redis:
+    """The one Redis client factory: a client that reconnects by itself
+    (Redis restarts and failovers are routine, not fatal): ~35 s of retries
+    per command, or :data:`REQUEST_RETRY_BUDGET_S` under :func:`request_budget`.
+
+    ``target``: a URL (one Redis) or a :class:`~ticketry.redis_ha.RedisTarget`
+    (``CommonSettings.redis_target``), whose sentinels, if any, name the
+    primary at each new connection. ``max_connections``: at most that many
+    connections, a caller waiting up to ``wait_s`` for a free one (then
+    ``ConnectionError``: a 503) instead of opening one per concurrent caller.
+    ``timeout_s``: a command's socket timeout (mind blocking reads)."""
+    if isinstance(target, str):
+        target = RedisTarget(target)
+    options: dict[str, Any] = {
+        "retry": BudgetRetry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
+        "retry_on_error": [ConnectionError, TimeoutError, BusyLoadingError],
+        "health_check_interval": 15,
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
+    }
+    if driver_info is not None:
+        options["driver_info"] = driver_info
+    if max_connections is not None:
+        options |= {"max_connections": max_connections, "timeout": wait_s}
+    if target.via_sentinel:
+        return primary_client(target, bounded=max_connections is not None, **options)
+    pool_class = ConnectionPool if max_connections is None else BlockingConnectionPool
+    return Redis.from_pool(pool_class.from_url(target.url, **options))
 
 
 def mongo_options(url: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pydantic_settings import SettingsConfigDict
 
 from ticketry.auth import ConfigurationError, JwtSettings, is_loopback_url
 from ticketry.ids import MAX_TICKETS_PER_ORDER
+from ticketry.redis_ha import DEFAULT_MASTER, RedisTarget, parse_sentinels
 
 __all__ = ["DEV_JWT_SECRET", "CommonSettings", "ConfigurationError", "ServingSettings", "is_loopback_host"]
 
@@ -25,6 +26,15 @@ class CommonSettings(JwtSettings):
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_sentinels: str = Field(
+        default="",
+        description="`host:port,host:port,…` of Redis Sentinels that name the Redis primary (Redis's own failover); "
+        "empty: the one Redis at TICKETRY_REDIS_URL. Either way the URL's database and password apply",
+    )
+    redis_sentinel_master: str = Field(
+        default=DEFAULT_MASTER, min_length=1,
+        description="the name the sentinels monitor the primary under (`sentinel monitor <name> …`)",
+    )  # fmt: skip
     mongo_url: str = "mongodb://127.0.0.1:27017/ticketry"
     mongo_pool: int = Field(default=16, ge=1)
     dev_mode: bool = False
@@ -70,6 +80,17 @@ class CommonSettings(JwtSettings):
     def _empty_is_unset(cls, value: object) -> object:
         """``VAR=`` (compose's ``${VAR:-}``) means not set."""
         return None if value == "" else value
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinel_addresses(cls, value: str) -> str:
+        parse_sentinels(value)  # a list that is no list of addresses is refused at start
+        return value
+
+    @property
+    def redis_target(self) -> RedisTarget:
+        """Where this service's Redis is (``ticketry.db.connect_redis`` takes it)."""
+        return RedisTarget(self.redis_url, parse_sentinels(self.redis_sentinels), self.redis_sentinel_master)
 
     @property
     def jwt_key(self) -> str:

@@ -44,13 +44,12 @@ from dataclasses import dataclass, field
 
 import orjson
 from prometheus_client import Counter, Gauge
-from redis import exceptions as redis_errors
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.backoff import ExponentialBackoff
+from redis.asyncio import Redis
 from redis.driver_info import DriverInfo
 from starlette.types import ASGIApp, Receive, Scope, Send
 from ticketry.auth import AuthError, UnboundStaffError
-from ticketry.db import REDIS_CONNECT_TIMEOUT_S, BudgetRetry
+from ticketry.db import connect_redis
+from ticketry.redis_ha import RedisTarget
 
 from ticketry_api.errors import PROBLEM
 
@@ -351,21 +350,13 @@ class OrderAdmission:
             self.admission.leave(accepted=status == 202)
 
 
-def bounded_redis(url: str, *, max_connections: int, wait_s: float, timeout_s: float = 10.0) -> Redis:
-    """The api's Redis client: like ``ticketry.db.connect_redis`` (budgeted
-    retries), on a pool of at most ``max_connections`` that makes a caller wait
-    up to ``wait_s`` for a free connection (then ``ConnectionError``: 503)
-    instead of opening one per concurrent request. The driver's name and
+def bounded_redis(target: RedisTarget | str, *, max_connections: int, wait_s: float, timeout_s: float = 10.0) -> Redis:
+    """The api's Redis client: ``ticketry.db.connect_redis`` (budgeted
+    retries; the primary found through Sentinel when ``target`` has
+    sentinels), on a pool of at most ``max_connections`` that makes a caller
+    wait up to ``wait_s`` for a free connection (then ``ConnectionError``:
+    503) instead of opening one per concurrent request. The driver's name and
     version are read once here, not by every new connection."""
-    pool = BlockingConnectionPool.from_url(
-        url,
-        max_connections=max_connections,
-        timeout=wait_s,
-        retry=BudgetRetry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
-        retry_on_error=[redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError],
-        health_check_interval=15,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
-        driver_info=DriverInfo(),
+    return connect_redis(
+        target, max_connections=max_connections, wait_s=wait_s, timeout_s=timeout_s, driver_info=DriverInfo()
     )
-    return Redis.from_pool(pool)

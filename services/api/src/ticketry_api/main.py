@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from ticketry import fonts
 from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo, create_indexes_for, ensure_groups, store_traits
+from ticketry.redis_ha import check_primary
 from ticketry.runtime import freeze_startup_heap
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
@@ -51,7 +52,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redis = bounded_redis(
-            settings.redis_url, max_connections=settings.api_redis_pool, wait_s=settings.api_redis_wait_s
+            settings.redis_target, max_connections=settings.api_redis_pool, wait_s=settings.api_redis_wait_s
         )
         mongo = await connect_mongo(settings.mongo_url, pool_size=settings.mongo_pool)
         traits = await store_traits(mongo)  # one buildInfo: the indexes and the store's reads
@@ -138,6 +139,7 @@ def run() -> None:
     setup_logging("api")  # first: a refused setting is logged as JSON too
     settings = ApiSettings()
     setup_tracing("api", settings.trace_file)
+    check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line
     uvicorn.run(
         create_app(settings),
         host=settings.api_host,

@@ -10,15 +10,14 @@ import resource
 from collections.abc import AsyncIterator
 
 import uvicorn
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+from redis.asyncio import Redis
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from ticketry.auth import TokenVerifier
-from ticketry.db import REDIS_CONNECT_TIMEOUT_S, BudgetRetry, connect_mongo
+from ticketry.db import connect_mongo, connect_redis
+from ticketry.redis_ha import check_primary
 from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
@@ -29,23 +28,19 @@ from ticketry_notifier.hub import Hub
 from ticketry_notifier.lookups import ProgressReads
 
 
-def connect_redis(settings: NotifierSettings) -> Redis:
-    """Like ``ticketry.db.connect_redis`` (reconnects by itself), but on a pool
-    that makes a caller wait for a free connection, up to
-    ``notifier_redis_wait_s``, instead of failing at once: a crowd of handshakes
-    queues for the pool rather than being dropped (redis-py's default pool
-    raises ``MaxConnectionsError`` at its 100th connection)."""
-    pool = BlockingConnectionPool.from_url(
-        settings.redis_url,
+def connect_notifier_redis(settings: NotifierSettings) -> Redis:
+    """``ticketry.db.connect_redis`` (reconnects by itself, through Sentinel
+    when configured) on a pool that makes a caller wait for a free
+    connection, up to ``notifier_redis_wait_s``, instead of failing at once: a
+    crowd of handshakes queues for the pool rather than being dropped
+    (redis-py's default pool raises ``MaxConnectionsError`` at its 100th
+    connection)."""
+    return connect_redis(
+        settings.redis_target,
         max_connections=settings.notifier_redis_pool,
-        timeout=settings.notifier_redis_wait_s,
-        retry=BudgetRetry(ExponentialBackoff(cap=2.0, base=0.05), retries=20),
-        retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
-        health_check_interval=15,
-        socket_timeout=30.0,
-        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
+        wait_s=settings.notifier_redis_wait_s,
+        timeout_s=30.0,
     )
-    return Redis.from_pool(pool)
 
 
 log = logging.getLogger(__name__)
@@ -90,7 +85,7 @@ def create_app(settings: NotifierSettings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Built here, so a bad key setting fails the start, not the first socket.
         verifier = TokenVerifier.from_env(fallback_secret=settings.jwt_key)
-        redis = connect_redis(settings)
+        redis = connect_notifier_redis(settings)
         mongo = await connect_mongo(settings.mongo_url, pool_size=settings.mongo_pool)
         hub = Hub(redis, max_sockets=settings.notifier_max_sockets, max_per_user=settings.notifier_max_sockets_per_user)
         reads = ProgressReads(redis, settings.notifier_handshake_batch)
@@ -138,6 +133,7 @@ def run() -> None:
     setup_logging("notifier")  # first: a refused setting is logged as JSON too
     settings = NotifierSettings()
     setup_tracing("notifier", settings.trace_file)
+    check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line
     files = raise_open_files_limit()
     # Past the open-files limit, accept() fails and uvicorn drops connections
     # without a word; below it, the bound answers 1013.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 from pymongo.errors import PyMongoError
@@ -27,6 +27,7 @@ from ticketry import streams
 from ticketry.auth import ORDER_SCOPE, AuthError, Principal, TokenVerifier, verify_bearer_or_link
 from ticketry.db import entries_of, request_budget
 from ticketry.ids import is_valid_id
+from ticketry.redis_ha import PrimaryNotFound
 
 from ticketry_notifier import core, handshake, orders
 from ticketry_notifier.config import NotifierSettings
@@ -159,16 +160,35 @@ async def healthz(_: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-async def readyz(request: Request) -> JSONResponse:
+# A dependency that has not answered a ping within this long counts as down.
+READY_TIMEOUT_S = 3.0
+
+
+async def _state(ping: Awaitable[object]) -> str:
+    """``ok``, or why not (the error's class name, or for a primary the
+    sentinels cannot name its reason: no addresses leak)."""
     try:
-        await request.app.state.notifier.hub.redis.ping()
-        await orders.ping()
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            await ping
+    except PrimaryNotFound as exc:
+        return f"down ({exc.reason})"
     except Exception as exc:
+        return f"down ({type(exc).__name__})"
+    return "ok"
+
+
+async def readyz(request: Request) -> JSONResponse:
+    """Ready while Redis and the store both answer a ping; 503 with
+    Retry-After naming each dependency's state otherwise (as the api's)."""
+    with request_budget():  # a quick answer, not a command retried for ~35 s
+        redis, store = await asyncio.gather(_state(request.app.state.notifier.hub.redis.ping()), _state(orders.ping()))
+    if redis != "ok" or store != "ok":
         return JSONResponse(
-            {"status": 503, "title": "not ready", "detail": type(exc).__name__},
-            status_code=503, media_type="application/problem+json",
+            {"status": 503, "title": "not ready", "detail": f"redis: {redis}; store: {store}",
+             "redis": redis, "store": store},
+            status_code=503, media_type="application/problem+json", headers={"Retry-After": "1"},
         )  # fmt: skip
-    return JSONResponse({"status": "ready"})
+    return JSONResponse({"status": "ready", "redis": redis, "store": store})
 
 
 async def metrics(_: Request) -> Response:

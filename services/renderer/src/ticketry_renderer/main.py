@@ -10,12 +10,13 @@ from typing import Any
 
 from faststream import AckPolicy, FastStream
 from faststream.message import StreamMessage
-from faststream.redis import RedisBroker, StreamSub
+from faststream.redis import RedisBroker, RedisSentinelBroker, StreamSub
 from prometheus_client import start_http_server
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import designs, streams
 from ticketry.db import connect_redis, ensure_groups
+from ticketry.redis_ha import check_primary, sentinel_options
 from ticketry.replies import Entry
 from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
@@ -98,17 +99,36 @@ async def finish_own_work(worker: Worker, settings: RendererSettings, *tasks: as
     log.info("renderer drained", extra={"consumer": worker.consumer, "finished_at_exit": left})
 
 
+def _broker(settings: RendererSettings) -> RedisBroker:
+    """FastStream's broker of our Redis: through Sentinel when configured
+    (FastStream's own ``RedisSentinelBroker``: redis-py's Sentinel pool under
+    it names the primary at each new connection, so a read cut by a failover
+    reconnects to the new primary; see ``run`` for a failover seen at a
+    subscriber's restart).
+
+    FastStream logs "Received"/"Processed" per batch at ``log_level``: DEBUG
+    keeps them below the root's INFO (WARNING would print two lines a batch).
+    Our logger, not the one FastStream builds: that one prints coloured text
+    to stdout, between our JSON lines (``ticketry.telemetry``)."""
+    target = settings.redis_target
+    options: dict[str, Any] = {
+        "graceful_timeout": settings.drain_timeout_s,
+        "log_level": logging.DEBUG,
+        "logger": logging.getLogger("faststream.access.redis"),
+    }
+    if not target.via_sentinel:
+        return RedisBroker(target.url, **options)
+    return RedisSentinelBroker(
+        target.url, sentinels=target.sentinels, sentinel_master_name=target.master,
+        sentinel_kwargs=sentinel_options(),
+        **options,
+    )  # fmt: skip
+
+
 def create_app(settings: RendererSettings, consumer: str, metrics_server: MetricsServer | None = None) -> _App:
     metrics_server = metrics_server or MetricsServer(settings)
-    # FastStream logs "Received"/"Processed" per batch at ``log_level``: DEBUG
-    # keeps them below the root's INFO (WARNING would print two lines a batch).
-    # Our logger, not the one FastStream builds: that one prints coloured text
-    # to stdout, between our JSON lines (``ticketry.telemetry``).
-    broker = RedisBroker(
-        settings.redis_url, graceful_timeout=settings.drain_timeout_s, log_level=logging.DEBUG,
-        logger=logging.getLogger("faststream.access.redis"),
-    )  # fmt: skip
-    redis = connect_redis(settings.redis_url)
+    broker = _broker(settings)
+    redis = connect_redis(settings.redis_target)
     worker = Worker(redis=redis, settings=settings, consumer=consumer)
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
@@ -199,6 +219,7 @@ def run() -> None:
     settings = RendererSettings()
     setup_tracing("renderer", settings.trace_file)
     consumer = settings.renderer_name or default_consumer()
+    check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line
     import uvloop
 
     metrics_server = MetricsServer(settings)
@@ -219,7 +240,7 @@ def run() -> None:
 
 
 async def _finish_alone(settings: RendererSettings, consumer: str) -> None:
-    redis = connect_redis(settings.redis_url)
+    redis = connect_redis(settings.redis_target)
     worker = Worker(redis=redis, settings=settings, consumer=consumer)
     try:
         await finish_own_work(worker, settings)

@@ -12,6 +12,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from ticketry.db import connect_redis, ensure_groups
+from ticketry.redis_ha import check_primary
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 
@@ -71,7 +72,7 @@ async def export_cluster(redis: Redis, leader: Leader, stop: asyncio.Event, sett
 
 async def serve(settings: ScalerSettings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set, then drain every renderer this instance started."""
-    redis = connect_redis(settings.redis_url)
+    redis = connect_redis(settings.redis_target)
     backend = make_backend(settings)
     leader = Leader(redis, settings.scaler_instance)
     controller = Controller(
@@ -124,6 +125,7 @@ def run() -> None:
     """Console-script entry point; exits 0 after a clean drain on SIGTERM/SIGINT."""
     setup_logging("scaler")  # first: a refused setting is logged as JSON too
     settings = ScalerSettings()
+    check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line
     server = None
     # Before the backend exists: the renderers it starts inherit the directory.
     renderers: Path | None = metrics.renderers_dir() if settings.scaler_backend == "local" else None

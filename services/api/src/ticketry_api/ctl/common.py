@@ -11,12 +11,13 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import orjson
 import typer
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pymongo import AsyncMongoClient
 from redis.asyncio import Redis
 from rich.console import Console
 from ticketry.db import connect_mongo, connect_redis
+from ticketry.redis_ha import DEFAULT_MASTER, PrimaryNotFound, RedisTarget, find_primary, parse_sentinels
 
 from ticketry_api.errors import Problem
 from ticketry_api.replicas import replicated
@@ -40,6 +41,10 @@ class CtlSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_sentinels: str = Field(
+        default="", description="as the services': the Sentinels that name the Redis primary (empty: the URL's Redis)"
+    )
+    redis_sentinel_master: str = Field(default=DEFAULT_MASTER, min_length=1, description="as the services'")
     mongo_url: str = "mongodb://127.0.0.1:27017/ticketry"
     api_host: str = "127.0.0.1"
     api_port: int = 8000
@@ -57,6 +62,16 @@ class CtlSettings(BaseSettings):
     redis_replica_wait_ms: int = Field(
         default=500, ge=1, le=5000, description="Milliseconds (1 to 5,000) to wait for those replicas"
     )
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinel_addresses(cls, value: str) -> str:
+        parse_sentinels(value)
+        return value
+
+    @property
+    def redis_target(self) -> RedisTarget:
+        return RedisTarget(self.redis_url, parse_sentinels(self.redis_sentinels), self.redis_sentinel_master)
 
     @property
     def api_base(self) -> str:
@@ -76,7 +91,13 @@ def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
 
 @asynccontextmanager
 async def redis_client() -> AsyncIterator[Redis]:
-    redis = connect_redis(settings().redis_url)
+    target = settings().redis_target
+    if target.via_sentinel:
+        try:  # a wrong Sentinel setting: one line, not a traceback
+            await find_primary(target)
+        except PrimaryNotFound as exc:
+            raise fail(str(exc)) from None
+    redis = connect_redis(target)
     try:
         yield redis
     finally:

@@ -7,6 +7,7 @@ from collections.abc import Awaitable
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from ticketry.redis_ha import PrimaryNotFound
 
 from ticketry_api.deps import State
 from ticketry_api.errors import Problem, problems
@@ -26,10 +27,13 @@ READY_TIMEOUT_S = 3.0
 
 
 async def _check(ping: Awaitable[object]) -> str:
-    """``ok``, or why not (the error's class name only: no addresses leak)."""
+    """``ok``, or why not (the error's class name, or for a primary the
+    sentinels cannot name its reason: no addresses leak)."""
     try:
         async with asyncio.timeout(READY_TIMEOUT_S):
             await ping
+    except PrimaryNotFound as exc:
+        return f"down ({exc.reason})"
     except Exception as exc:
         return f"down ({type(exc).__name__})"
     return "ok"
