@@ -82,6 +82,46 @@ async def test_the_set_replaces_a_killed_primary_and_takes_it_back_as_a_replica(
             await rejoined.aclose()
 
 
+@pytest.mark.timeout(300)
+async def test_a_read_in_flight_at_the_kill_goes_on_on_the_new_primary(tmp_path: Path) -> None:
+    with redis_ha(tmp_path / "redis") as ha:
+        target = target_of(ha)
+        # Given a patient reader (background work: no request budget) blocked in XREAD on the primary
+        reader = connect_redis(target, timeout_s=60)
+        writer = connect_redis(target)
+        try:
+            await writer.xadd("failover-stream", {"n": "0"})
+            assert await writer.execute_command("WAIT", 1, 10_000) == 1
+            reading = asyncio.create_task(reader.xread({"failover-stream": "$"}, block=50_000))
+            await _wait_blocked_reader(ha, await ha.primary_node())
+            # When the primary is killed and the replica promoted
+            old = await ha.kill_primary()
+            new = await ha.wait_promoted(old)
+            # Then the same read, retried, blocks on the new primary (it does not keep
+            # reconnecting to the dead one until its retries run out) and gets what is added there
+            await _wait_blocked_reader(ha, new)
+            added = await writer.xadd("failover-stream", {"n": "1"})
+            got = await asyncio.wait_for(reading, 120)
+            assert [(entry_id, fields) for _, entries in got for entry_id, fields in entries] == [(added, {b"n": b"1"})]
+        finally:
+            await reader.aclose()
+            await writer.aclose()
+
+
+async def _wait_blocked_reader(ha: RedisHA, node: int) -> None:
+    """Wait until a client is blocked in XREAD on ``node``."""
+    watch = redis.asyncio.Redis.from_url(ha.node_url(node))
+
+    async def blocked() -> bool:
+        clients: list[dict[str, Any]] = await watch.client_list()
+        return any(c.get("cmd") == "xread" and "b" in str(c.get("flags")) for c in clients)
+
+    try:
+        await eventually(blocked, f"a reader blocked in XREAD on redis-{node}", timeout_s=60)
+    finally:
+        await watch.aclose()
+
+
 @dataclass
 class Buyers:
     """Buyers ordering in a loop, each order under its own Idempotency-Key,

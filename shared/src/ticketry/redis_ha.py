@@ -34,7 +34,7 @@ from typing import Any, cast
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import SSLConnection, parse_url
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool, SentinelManagedConnection
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError, TimeoutError
 
@@ -153,6 +153,36 @@ class Sentinels(Sentinel):
         raise PrimaryDown(f"the primary of {service_name!r} is down (failover under way)", self.addresses, service_name)
 
 
+class PrimaryConnection(SentinelManagedConnection):
+    """redis-py's Sentinel connection, asking the sentinels at *every*
+    (re)connect to the primary.
+
+    redis-py (8.1) asks them in ``connect()`` only. A command whose
+    connection broke is retried on the same connection, which reconnects
+    through ``connect_check_health()`` (``send_packed_command``), to the
+    address it had: the dead primary, for all of the command's retries
+    (~35 s of background work: a notifier's read of the event stream, a
+    renderer's write, stuck on a dead host while a new primary serves)."""
+
+    connection_pool: SentinelConnectionPool
+
+    async def connect_check_health(self, check_health: bool = True, retry_socket_connect: bool = True) -> None:
+        if self.connection_pool.is_master and not self.is_connected:
+            self.host, self.port = await self.connection_pool.get_master_address()  # type: ignore[no-untyped-call]
+        await super().connect_check_health(check_health=check_health, retry_socket_connect=retry_socket_connect)
+
+    async def _connect_retry(self) -> None:
+        if self._reader or not self.connection_pool.is_master:
+            await super()._connect_retry()  # type: ignore[no-untyped-call]
+            return
+        # connect_check_health asks the sentinels (redis-py would ask, then connect_to).
+        await self.connect_check_health(check_health=self.connection_pool.check_connection, retry_socket_connect=False)
+
+
+class PrimarySSLConnection(PrimaryConnection, SSLConnection):
+    """The same over TLS (``rediss://``)."""
+
+
 class _ClosesSentinels(SentinelConnectionPool):
     """Closing the pool closes the connections to the sentinels too (a client
     owns its pool, and here the pool owns its ``Sentinels``)."""
@@ -176,6 +206,11 @@ class BlockingSentinelPool(_ClosesSentinels, BlockingConnectionPool):
     ``BlockingConnectionPool`` does for one Redis."""
 
 
+def primary_connection_class(url: str) -> type[PrimaryConnection]:
+    """:class:`PrimaryConnection`, over TLS for a ``rediss://`` URL."""
+    return PrimarySSLConnection if parse_url(url).get("connection_class") is SSLConnection else PrimaryConnection
+
+
 def primary_client(target: RedisTarget, *, bounded: bool, **options: Any) -> Redis:
     """A client of the primary of ``target`` (which has sentinels); ``options``
     as for a connection pool (retries, timeouts; ``max_connections`` and
@@ -183,11 +218,15 @@ def primary_client(target: RedisTarget, *, bounded: bool, **options: Any) -> Red
     # The URL's database and credentials; its host and port are the sentinels' to tell.
     parsed = parse_url(target.url)
     url_options: dict[str, Any] = {k: v for k, v in parsed.items() if k not in ("host", "port", "connection_class")}
-    if parsed.get("connection_class") is SSLConnection:  # rediss://: the Sentinel pool's TLS switch
-        url_options["ssl"] = True
     sentinels = Sentinels(target.sentinels)
     pool_class = BlockingSentinelPool if bounded else SentinelPool
-    client: Redis = sentinels.master_for(target.master, connection_pool_class=pool_class, **url_options, **options)
+    client: Redis = sentinels.master_for(
+        target.master,
+        connection_pool_class=pool_class,
+        connection_class=primary_connection_class(target.url),
+        **url_options,
+        **options,
+    )
     return client
 
 

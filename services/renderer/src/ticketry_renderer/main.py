@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ticketry import designs, streams
 from ticketry.db import connect_redis, ensure_groups
-from ticketry.redis_ha import check_primary, sentinel_options
+from ticketry.redis_ha import check_primary, primary_connection_class, sentinel_options
 from ticketry.replies import Entry
 from ticketry.runtime import freeze_startup_heap
 from ticketry.telemetry import setup_logging
@@ -102,9 +102,9 @@ async def finish_own_work(worker: Worker, settings: RendererSettings, *tasks: as
 def _broker(settings: RendererSettings) -> RedisBroker:
     """FastStream's broker of our Redis: through Sentinel when configured
     (FastStream's own ``RedisSentinelBroker``: redis-py's Sentinel pool under
-    it names the primary at each new connection, so a read cut by a failover
-    reconnects to the new primary; see ``run`` for a failover seen at a
-    subscriber's restart).
+    it, with our connection that asks the sentinels at every reconnect, so a
+    read cut by a failover reconnects to the new primary; see ``run`` for a
+    failover seen at a subscriber's restart).
 
     FastStream logs "Received"/"Processed" per batch at ``log_level``: DEBUG
     keeps them below the root's INFO (WARNING would print two lines a batch).
@@ -120,7 +120,7 @@ def _broker(settings: RendererSettings) -> RedisBroker:
         return RedisBroker(target.url, **options)
     return RedisSentinelBroker(
         target.url, sentinels=target.sentinels, sentinel_master_name=target.master,
-        sentinel_kwargs=sentinel_options(),
+        sentinel_kwargs=sentinel_options(), connection_class=primary_connection_class(target.url),
         **options,
     )  # fmt: skip
 
