@@ -464,12 +464,21 @@ async def _replay(redis: Redis, order: Order, digest: str, principal: Principal 
         raise Problem(409, "idempotency key conflict", "retry with another Idempotency-Key")
     if order.request_hash != digest:
         raise Problem(422, "idempotency key reused", "this Idempotency-Key was used with another body")
-    # The first request may still be writing its render requests; 2xx only once durable.
-    for _ in range(100):
+    # The first request may still be writing its render requests; 2xx only once
+    # durable. Wait a little for it, never long: one whose api died stays in
+    # flight until the outbox sweep finishes it, and the client is better told
+    # when to come back than held (no answer takes over a few seconds).
+    for _ in range(REPLAY_WAITS):
         if await redis.zscore(streams.ORDERS_IN_FLIGHT, member_of(order)) is None:
             return order
         await asyncio.sleep(0.05)
-    raise Problem(409, "order in progress", "the first request with this key is still running")
+    raise Problem(
+        409, "order in progress", "the first request with this key is still running; retry after the time given",
+        {"Retry-After": "1"},
+    )  # fmt: skip
+
+
+REPLAY_WAITS = 40  # x 50 ms: a replayed key waits at most ~2 s for its first request
 
 
 async def sweep_outbox(redis: Redis, keyring: Keyring, store: Store, grace_s: float) -> int:
