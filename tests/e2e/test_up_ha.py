@@ -17,10 +17,7 @@ import os
 import re
 import secrets
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -30,46 +27,11 @@ from ticketry.auth import issue_token
 from ticketry_devstack.ha import gone, start_ha
 from ticketry_devstack.haproxy import stats_csv
 from ticketry_devstack.hosts import can_make_hosts, netns_exists, netns_pids
-from ticketry_devstack.procs import REPO
 
+from tests.devstack_run import alive, lines, stop, up
 from tests.helpers import collect_progress, create_event, eventually, place_order
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
-
-
-def _up(data: Path, **env: str) -> subprocess.Popen[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("TICKETRY_")}
-    base.update(TICKETRY_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1", **env)
-    argv = [sys.executable, "-m", "ticketry_devstack", "up", "--ha", "--data-dir", str(data)]
-    return subprocess.Popen(argv, env=base, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _lines(proc: subprocess.Popen[str]) -> Iterator[str]:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        yield line.rstrip("\n")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _stop(proc: subprocess.Popen[str]) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(180)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 async def _both_apis_served(stats: str, lb: str) -> None:
@@ -89,13 +51,15 @@ async def test_up_ha_serves_an_order_through_the_load_balancer_and_stops_clean(t
     # Not skipped: CI runs as root with iproute2 (infra/bootstrap.sh), as `up --ha` needs.
     assert can_make_hosts() is None, can_make_hosts()
     secret = secrets.token_hex(32)
-    proc = _up(tmp_path / "data", TICKETRY_JWT_SECRET=secret, TICKETRY_DEV_LB_PORT="8090")
+    proc = up(
+        tmp_path / "data", "--ha", TICKETRY_LOG_LEVEL="WARNING", TICKETRY_JWT_SECRET=secret, TICKETRY_DEV_LB_PORT="8090"
+    )
     seen: list[str] = []
     namespaces: list[str] = []
     pids: set[int] = set()
     try:
         # Given `up --ha` printing its hosts and the load balancer's line
-        for line in _lines(proc):
+        for line in lines(proc):
             seen.append(line)
             if m := re.search(r"\(netns (\S+)\)", line):
                 namespaces.append(m.group(1))
@@ -146,10 +110,10 @@ async def test_up_ha_serves_an_order_through_the_load_balancer_and_stops_clean(t
         for ns in namespaces:
             pids.update(netns_pids(ns))
     finally:
-        code = _stop(proc)
+        code = stop(proc, signal.SIGTERM, 180)
     # When stopped (SIGTERM), it exits cleanly, and nothing of it is left
     assert code == 0, seen[-20:]
-    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in pids if alive(p)]
     assert not [ns for ns in namespaces if netns_exists(ns)]
     subnet = hosts[0].split(".")[2]
     assert not Path(f"/sys/class/net/tkt{subnet}br").exists()

@@ -6,62 +6,30 @@ timing figure: ``bench/burst.py`` measures it."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import redis
 from ticketry import streams
-from ticketry_devstack.procs import REPO, free_port
+from ticketry_devstack.procs import free_port
+
+from tests.devstack_run import alive, lines, stop, up
 
 pytestmark = [pytest.mark.e2e]
 
 
 def _up(data: Path, *args: str, **env: str) -> subprocess.Popen[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("TICKETRY_")}
-    base.update(
+    return up(
+        data, *args,
         TICKETRY_API_PORT=str(free_port()), TICKETRY_NOTIFIER_PORT=str(free_port()),
         TICKETRY_DEV_REDIS_PORT=str(free_port()), TICKETRY_DEV_MONGO_PORT=str(free_port()),
         TICKETRY_DEV_LB_PORT=str(free_port()),
-        TICKETRY_SCALER_METRICS_PORT="0", TICKETRY_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1", **env,
+        TICKETRY_SCALER_METRICS_PORT="0", TICKETRY_LOG_LEVEL="WARNING", **env,
     )  # fmt: skip
-    argv = [sys.executable, "-m", "ticketry_devstack", "up", "--data-dir", str(data), *args]
-    return subprocess.Popen(argv, env=base, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _lines(proc: subprocess.Popen[str]) -> Iterator[str]:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        yield line.rstrip("\n")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _stop(proc: subprocess.Popen[str]) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-    try:
-        return proc.wait(120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 @pytest.mark.timeout(900)
@@ -69,9 +37,9 @@ def test_up_only_with_a_live_renderer_then_the_demo_renders(tmp_path: Path) -> N
     proc = _up(tmp_path / "data", "--demo", "5")
     seen: list[str] = []
     try:
-        lines = _lines(proc)
+        output = lines(proc)
         # Given `up` starting the stack, when it prints that it is up …
-        for line in lines:
+        for line in output:
             seen.append(line)
             if "Ticketry is up" in line:
                 up_at = time.time()
@@ -79,7 +47,7 @@ def test_up_only_with_a_live_renderer_then_the_demo_renders(tmp_path: Path) -> N
         else:
             pytest.fail(f"never up: {seen[-20:]}")
         banner = []
-        for line in lines:
+        for line in output:
             banner.append(line)
             if "Redis" in line:
                 break
@@ -99,7 +67,7 @@ def test_up_only_with_a_live_renderer_then_the_demo_renders(tmp_path: Path) -> N
         pids = [int(b[b"pid"]) for b in beats]
 
         # And the demo order placed after it renders completely
-        for line in lines:
+        for line in output:
             seen.append(line)
             if line.startswith("PDFs:"):
                 break
@@ -113,10 +81,10 @@ def test_up_only_with_a_live_renderer_then_the_demo_renders(tmp_path: Path) -> N
         got = httpx.get(page.partition("#")[0], timeout=30)
         assert got.status_code == 200 and got.headers["content-type"].startswith("text/html"), got.text
     finally:
-        code = _stop(proc)
+        code = stop(proc)
     # When stopped (Ctrl-C), it exits cleanly and its renderer with it
     assert code == 0, seen[-20:]
-    assert not any(_alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
 
 
 @pytest.mark.timeout(900)
@@ -124,9 +92,9 @@ def test_not_up_when_the_scaler_cannot_start_a_renderer(tmp_path: Path) -> None:
     # Given bounds the scaler refuses (min above max), it exits before any renderer
     proc = _up(tmp_path / "data", TICKETRY_RENDERERS_MIN="3", TICKETRY_RENDERERS_MAX="2")
     try:
-        out = list(_lines(proc))
+        out = list(lines(proc))
     finally:
-        code = _stop(proc)
+        code = stop(proc)
     # Then `up` never says it is up, says why, and fails
     assert code == 1, out[-20:]
     assert not any("Ticketry is up" in line for line in out)

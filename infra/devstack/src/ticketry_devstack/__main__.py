@@ -58,6 +58,24 @@ def renderers_min(env: Mapping[str, str]) -> int:
         return 1  # the scaler refuses it and exits; the wait says so
 
 
+class Stopping:
+    """Asked to stop: by SIGINT or SIGTERM (installed here) or by the caller."""
+
+    def __init__(self) -> None:
+        self._asked = False
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum: int, _: object) -> None:
+        self._asked = True
+
+    def ask(self) -> None:
+        self._asked = True
+
+    def asked(self) -> bool:
+        return self._asked
+
+
 def up_ha(args: argparse.Namespace) -> int:
     """``up --ha``: three hosts (:mod:`ticketry_devstack.ha`) in the foreground
     until SIGINT/SIGTERM or one of its processes exits."""
@@ -65,16 +83,9 @@ def up_ha(args: argparse.Namespace) -> int:
 
     data: Path = args.data_dir
     pidfile = data / "stack.pid"
-    stopping = False
-
-    def on_signal(signum: int, _: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    stopping = Stopping()
     try:
-        stack = start_ha(data / "ha", os.environ, cancelled=lambda: stopping, log=lambda s: print(s, flush=True))
+        stack = start_ha(data / "ha", os.environ, cancelled=stopping.asked, log=lambda s: print(s, flush=True))
     except InterruptedError:
         return 130
     except (RuntimeError, TimeoutError, OSError) as exc:
@@ -102,12 +113,12 @@ def up_ha(args: argparse.Namespace) -> int:
         )
         if args.demo:
             asyncio.run(demo(stack.lb_url, args.demo))
-        while not stopping:
+        while not stopping.asked():
             for (host, name), proc in stack.procs.items():
                 if not proc.alive():
                     code = proc.popen.returncode if proc.popen else "?"
                     print(f"{name} on host {host} exited ({code}); stopping", file=sys.stderr)
-                    stopping = True
+                    stopping.ask()
             time.sleep(0.5)
     finally:
         print("stopping…", flush=True)
@@ -122,14 +133,7 @@ def up(args: argparse.Namespace) -> int:
     stack = build_stack(os.environ, args.data_dir)
     data = stack.data_dir
     pidfile = data / "stack.pid"
-    stopping = False
-
-    def on_signal(signum: int, _: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    stopping = Stopping()
     try:
         start_infra(stack, os.environ)
         stack.start_api()
@@ -141,7 +145,7 @@ def up(args: argparse.Namespace) -> int:
         if renderers_min(stack.env) > 0:
             print("waiting for the first renderer …", flush=True)
             try:
-                if not stack.wait_renderers(1, starter=scaler, cancelled=lambda: stopping):
+                if not stack.wait_renderers(1, starter=scaler, cancelled=stopping.asked):
                     return 130
             except (RuntimeError, TimeoutError) as exc:
                 print(f"not up: {exc}", file=sys.stderr, flush=True)
@@ -161,11 +165,11 @@ def up(args: argparse.Namespace) -> int:
         )
         if args.demo:
             asyncio.run(demo(stack.api_url, args.demo))
-        while not stopping:
+        while not stopping.asked():
             for name, proc in stack.procs.items():
                 if not proc.alive():
                     print(f"{name} exited ({proc.popen.returncode if proc.popen else '?'}); stopping", file=sys.stderr)
-                    stopping = True
+                    stopping.ask()
             time.sleep(0.5)
     finally:
         print("stopping…", flush=True)
