@@ -115,7 +115,12 @@ def test_keda_scaledobject_watches_both_lanes_of_the_renderers_group() -> None:
     (obj,) = _by(docs, "ScaledObject").values()
     assert obj["spec"]["scaleTargetRef"]["name"] in _by(docs, "Deployment")
     triggers = obj["spec"]["triggers"]
-    assert {t["type"] for t in triggers} == {"redis-streams"}
+    assert {t["type"] for t in triggers} == {"redis-sentinel-streams"}
+    # KEDA asks the same sentinels as the services, for the same primary.
+    config = _by(docs, "ConfigMap")["ticketry-config"]["data"]
+    for t in triggers:
+        assert t["metadata"]["addresses"] == config["TICKETRY_REDIS_SENTINELS"], t
+        assert t["metadata"]["sentinelMaster"] == config["TICKETRY_REDIS_SENTINEL_MASTER"], t
     assert {t["metadata"]["consumerGroup"] for t in triggers} == {streams.RENDERERS_GROUP}
     lag_lanes = {t["metadata"]["stream"] for t in triggers if "lagCount" in t["metadata"]}
     pending_lanes = {t["metadata"]["stream"] for t in triggers if "pendingEntriesCount" in t["metadata"]}
@@ -125,6 +130,70 @@ def test_keda_scaledobject_watches_both_lanes_of_the_renderers_group() -> None:
         assert all(isinstance(v, str) for v in t["metadata"].values()), t
         if "lagCount" in t["metadata"]:
             assert "activationLagCount" in t["metadata"]
+
+
+def _spread_over_nodes(pod: dict[str, Any], name: str, *, required: bool) -> bool:
+    """``pod`` keeps away from the nodes of other ``name`` pods (required or preferred)."""
+    anti = pod.get("affinity", {}).get("podAntiAffinity", {})
+    if required:
+        terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution", [])
+    else:
+        terms = [t["podAffinityTerm"] for t in anti.get("preferredDuringSchedulingIgnoredDuringExecution", [])]
+    return any(
+        t["topologyKey"] == "kubernetes.io/hostname"
+        and t["labelSelector"]["matchLabels"] == {"app.kubernetes.io/name": name}
+        for t in terms
+    )
+
+
+@pytest.mark.parametrize("overlay", [K8S, K8S / "keda"], ids=["scaler", "keda"])
+def test_redis_is_a_primary_two_replicas_and_three_sentinels_that_every_service_asks(overlay: Path) -> None:
+    docs = _build(overlay)
+    (redis,) = [d for d in _by(docs, "StatefulSet").values() if d["metadata"]["name"] == "ticketry-redis"]
+    spec = redis["spec"]
+    pod = spec["template"]["spec"]
+    assert spec["replicas"] == 3
+    assert {c["name"] for c in pod["containers"]} == {"redis", "sentinel"}  # a sentinel beside each redis
+    assert _spread_over_nodes(pod, "ticketry-redis", required=True), "one redis pod per node"
+    assert _by(docs, "PodDisruptionBudget")["ticketry-redis"]["spec"]["maxUnavailable"] == 1  # 2 of 3 stay
+    headless = _by(docs, "Service")[spec["serviceName"]]["spec"]
+    assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
+    # Quorum 2 of 3, the master the services ask for, each redis pod's sentinel listed.
+    scripts = _by(docs, "ConfigMap")["ticketry-redis"]["data"]
+    config = _by(docs, "ConfigMap")["ticketry-config"]["data"]
+    master = config["TICKETRY_REDIS_SENTINEL_MASTER"]
+    assert f"sentinel monitor {master} $PRIMARY 6379 2" in scripts["sentinel.sh"]
+    pods = [f"ticketry-redis-{i}.{spec['serviceName']}:26379" for i in range(spec["replicas"])]
+    assert config["TICKETRY_REDIS_SENTINELS"].split(",") == pods
+    assert f"get-master-addr-by-name {master}" in scripts["primary.sh"]  # a restarted pod follows the primary
+    assert "appendonly yes" in scripts["redis.conf"]
+
+
+@pytest.mark.parametrize("overlay", [K8S, K8S / "keda"], ids=["scaler", "keda"])
+def test_apis_and_notifiers_are_several_spread_over_nodes_and_orders_wait_for_a_replica(
+    overlay: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ticketry_api.config import ApiSettings
+    from ticketry_notifier.config import NotifierSettings
+
+    docs = _build(overlay)
+    deployments = _by(docs, "Deployment")
+    budgets = _by(docs, "PodDisruptionBudget")
+    for name, settings in (("ticketry-api", ApiSettings), ("ticketry-notifier", NotifierSettings)):
+        dep = deployments[name]
+        assert dep["spec"]["replicas"] >= 2, name
+        assert budgets[name]["spec"]["maxUnavailable"] == 1, name  # a drain leaves one serving
+        pod = dep["spec"]["template"]["spec"]
+        assert _spread_over_nodes(pod, name, required=False), name
+        env, _ = _env_of(pod["containers"][0], docs)
+        for key in [k for k in os.environ if k.startswith("TICKETRY_")]:
+            monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        loaded = settings()
+        assert len(loaded.redis_target.sentinels) == 3, name
+        if name == "ticketry-api":
+            assert loaded.redis_min_replicas == 1
 
 
 # -- kustomize build + kubeconform -strict (tools and schemas: infra/bootstrap.sh) --
