@@ -106,5 +106,16 @@ if [[ "$(cat .bin/k8s-schemas/STAMP 2>/dev/null)" != "$schema_stamp" ]]; then
   rm -rf "$wheels"
 fi
 
+# The AsyncAPI parser (npm @asyncapi/parser, pinned by infra/asyncapi/package-lock.json)
+# that tests/unit/test_asyncapi.py validates GET /asyncapi.json's document with.
+# Installed into .bin/asyncapi (npm ci, npm registry); again when infra/asyncapi changes.
+if [[ ! -f .bin/asyncapi/STAMP || -n "$(find infra/asyncapi -newer .bin/asyncapi/STAMP -type f 2>/dev/null)" ]]; then
+  echo "bootstrap: installing the AsyncAPI parser (npm ci, npm registry)"
+  rm -rf .bin/asyncapi && mkdir -p .bin/asyncapi
+  cp infra/asyncapi/package.json infra/asyncapi/package-lock.json infra/asyncapi/validate.mjs .bin/asyncapi/
+  (cd .bin/asyncapi && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  touch .bin/asyncapi/STAMP
+fi
+
 uv sync --frozen --all-packages -q
 echo "bootstrap: ok"

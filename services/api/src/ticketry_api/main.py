@@ -29,6 +29,7 @@ from ticketry_api.deps import AppState
 from ticketry_api.middleware import BodyDeadline, BodyLimit, SecurityHeaders
 from ticketry_api.orders import sweep_outbox
 from ticketry_api.projector import run_projector
+from ticketry_api.routes import asyncapi as asyncapi_routes
 from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets
 from ticketry_api.routes import pages as page_routes
 from ticketry_api.store import Store
@@ -132,6 +133,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(page_routes.router)  # the buyer's page /o/{id} and the scanner /scan
     app.include_router(webhooks.router)
     app.include_router(waitingroom_routes.router)  # POST /v1/events/{id}/queue
+    app.include_router(asyncapi_routes.router)  # GET /asyncapi.json: every stream (ticketry.messages)
     return app
 
 
