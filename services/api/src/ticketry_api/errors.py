@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -117,6 +118,16 @@ class DependencyBudget:
             await self.app(scope, receive, send)
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method the request's path is served with (a 405's ``Allow``), from
+    the OpenAPI document: Starlette names only the first route at the path."""
+    methods: set[str] = set()
+    for template, ops in request.app.openapi().get("paths", {}).items():
+        if re.fullmatch(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)), request.url.path):
+            methods |= {m.upper() for m in ops}
+    return ", ".join(sorted(methods))
+
+
 def install(app: FastAPI) -> None:
     app.add_middleware(DependencyBudget)
 
@@ -144,12 +155,15 @@ def install(app: FastAPI) -> None:
         return JSONResponse(exc.body(), status_code=exc.status, media_type=PROBLEM, headers=exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
             # FastAPI's answer to a body it cannot even decode (not UTF-8, …): to
             # a client that is just another invalid body, so the same 422.
             return problem_response(422, "invalid request", "the request body could not be decoded")
-        return problem_response(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request)
+        return problem_response(exc.status_code, str(exc.detail), headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

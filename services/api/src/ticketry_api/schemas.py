@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 import zoneinfo
 from datetime import UTC, datetime
@@ -9,7 +10,16 @@ from decimal import Decimal
 from functools import cache
 from typing import Annotated, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 from ticketry.documents import PERMISSION_TICKETS, PublicOrderStatus, TicketStatus
 from ticketry.events import TIER_ID_PATTERN, Lane
 
@@ -29,18 +39,50 @@ def _clean_text(value: str) -> str:
     return value
 
 
+# What the document says of a text (a name, a venue, a holder): no control,
+# format, surrogate or private-use characters, not blank. (Unassigned code
+# points and characters the ticket's fonts cannot draw are refused too, and an
+# event's texts must fit their line of the ticket: rules no pattern states.)
+_NOT_IN_TEXT = (
+    r"\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    r"\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ue000-\uf8ff"
+)
+TEXT_PATTERN = rf"^\s*[^\s{_NOT_IN_TEXT}][^{_NOT_IN_TEXT}]*$"
+
+
 # Length is checked again after normalisation (NFC can change it).
 Name = Annotated[
-    str, StringConstraints(min_length=1, max_length=200), AfterValidator(_clean_text), StringConstraints(max_length=200)
+    str,
+    StringConstraints(min_length=1, max_length=200, pattern=TEXT_PATTERN),
+    AfterValidator(_clean_text),
+    StringConstraints(max_length=200),
 ]
 Holder = Annotated[
-    str, StringConstraints(min_length=1, max_length=120), AfterValidator(_clean_text), StringConstraints(max_length=120)
+    str,
+    StringConstraints(min_length=1, max_length=120, pattern=TEXT_PATTERN),
+    AfterValidator(_clean_text),
+    StringConstraints(max_length=120),
 ]
 # A hard ceiling for the schema; the configured TICKETRY_MAX_TICKETS_PER_ORDER
 # (default 10,000) is checked when the order is placed.
 QUANTITY_CEILING = 1_000_000
 Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
-Price = Annotated[Decimal, Field(ge=0, le=1_000_000, max_digits=9, decimal_places=2)]
+# A price is a decimal string, 0 to 1,000,000 with at most two decimals ("25.00").
+PRICE_PATTERN = r"^(?:(?:0|[1-9][0-9]{0,5})(?:\.[0-9]{1,2})?|1000000(?:\.00?)?)$"
+
+
+def _price_text(value: object) -> object:
+    if not isinstance(value, str) or re.search(PRICE_PATTERN, value) is None:
+        raise ValueError('a decimal string from "0" to "1000000", at most two decimals (such as "25.00")')
+    return value
+
+
+Price = Annotated[
+    Decimal,
+    BeforeValidator(_price_text),
+    WithJsonSchema({"type": "string", "pattern": PRICE_PATTERN, "examples": ["25.00"]}),
+    Field(ge=0, le=1_000_000, max_digits=9, decimal_places=2),
+]
 
 
 class _In(BaseModel):
@@ -82,7 +124,10 @@ TimeZone = Annotated[str, StringConstraints(min_length=1, max_length=64), AfterV
 Instant = Annotated[datetime, AfterValidator(_aware)]
 TierId = Annotated[str, StringConstraints(pattern=TIER_ID_PATTERN)]
 TierName = Annotated[
-    str, StringConstraints(min_length=1, max_length=40), AfterValidator(_clean_text), StringConstraints(max_length=40)
+    str,
+    StringConstraints(min_length=1, max_length=40, pattern=TEXT_PATTERN),
+    AfterValidator(_clean_text),
+    StringConstraints(max_length=40),
 ]
 MAX_TIERS = 20
 

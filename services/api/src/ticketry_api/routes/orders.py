@@ -33,7 +33,8 @@ _TRACER = tracer(__name__)
 Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer", "staff"))]
 Canceller = Annotated[Principal, Depends(rate_limited("cancels", "buyer", "organizer", "staff"))]
 Limit = Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)]
-Cursor = Annotated[str | None, Query(max_length=200)]
+Cursor = Annotated[str | None, Query(max_length=200, pattern=pages.ORDER_CURSOR)]
+PlaceCursor = Annotated[str | None, Query(max_length=200, pattern=pages.PLACE_CURSOR)]
 # ``GET /v1/orders/{id}`` lists this many tickets at most; the rest page by page.
 ORDER_TICKETS_INLINE = 64  # point reads (store.reads.POINT_READS_UP_TO)
 
@@ -133,7 +134,7 @@ async def get_order(order_id: str, who: Reader, state: State) -> OrderOut:
 
 @router.get("/{order_id}/tickets", response_model=Page[TicketRef], responses=problems(401, 404, 422, 429))
 async def order_tickets(
-    order_id: str, who: Reader, state: State, cursor: Cursor = None, limit: Limit = pages.DEFAULT_LIMIT
+    order_id: str, who: Reader, state: State, cursor: PlaceCursor = None, limit: Limit = pages.DEFAULT_LIMIT
 ) -> Page[TicketRef]:
     """An order's tickets in order, a page at a time."""
     order, _ = await visible_order(order_id, who, state.db)

@@ -16,7 +16,7 @@ from ticketry.auth import Principal
 from ticketry.documents import Event, utcnow
 from ticketry.ids import is_valid_id
 
-from ticketry_api import checkins, door_tickets
+from ticketry_api import checkins, door_tickets, pages
 from ticketry_api.deps import AppState, State, rate_limited
 from ticketry_api.errors import Problem, problems
 from ticketry_api.schemas import CheckinListOut
@@ -100,7 +100,7 @@ async def checkin_list_tickets(
     list_id: str,
     who: Door,
     state: State,
-    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    cursor: Annotated[str | None, Query(max_length=200, pattern=pages.DOOR_CURSOR)] = None,
     limit: Annotated[int, Query(ge=1, le=door_tickets.MAX_LIMIT)] = door_tickets.DEFAULT_LIMIT,
 ) -> DoorTicketsOut:
     """The tickets a check-in list admits (its event's, of its tiers), in
