@@ -13,9 +13,11 @@ bursts (``bench/burst.py``, its own stack, ~5 min), the on-sale rush
 (``bench/crowd.py``), and the flood (``bench/flood.py``: wrk at 20 and 500
 connections that never back off, at the api and through HAProxy, ~2.5 min)
 and the cost of waiting for a Redis replica (``bench/replica_wait.py``: orders
-at 50/s with ``TICKETRY_REDIS_MIN_REPLICAS`` 0 and 1, ~3 min), each on its own stack. The rush, the crowd and the flood
-add a verdict row each; a scenario that fails or misses its verdict is named
-at the end.
+at 50/s with ``TICKETRY_REDIS_MIN_REPLICAS`` 0 and 1, ~3 min), each on its own
+stack, and several hosts (``bench/ha.py``: ``just up --ha``'s topology, one api
+direct vs two behind HAProxy, the Redis primary SIGKILLed 5 times, ~3 min).
+The rush, the crowd, the flood and the failovers add a verdict row each; a
+scenario that fails or misses its verdict is named at the end.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 
 from ticketry_devstack.procs import start_stack
 
-from bench import baselines, burst, crowd, flood, intl_orders, replica_wait, rush, scaler_curve, scenarios
+from bench import baselines, burst, crowd, flood, ha, intl_orders, replica_wait, rush, scaler_curve, scenarios
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -71,6 +73,7 @@ class Measured:
     crowd_rows: list[Row] = field(default_factory=list)
     flood_rows: list[Row] = field(default_factory=list)
     replica_rows: list[Row] = field(default_factory=list)
+    ha_rows: list[Row] = field(default_factory=list)
     intl: dict[str, Any] | None = None
 
 
@@ -111,6 +114,9 @@ def _parse_args() -> argparse.Namespace:
     ap.add_argument("--no-flood", action="store_true", help="skip bench/flood.py's wrk flood (~2.5 min)")
     ap.add_argument(
         "--no-replica-wait", action="store_true", help="skip bench/replica_wait.py, orders with/without WAIT (~3 min)"
+    )
+    ap.add_argument(
+        "--no-ha", action="store_true", help="skip bench/ha.py, 2 apis behind HAProxy and Redis failovers (~3 min)"
     )
     ap.add_argument("--post-seconds", type=float, default=10.0)
     return ap.parse_args()
@@ -232,6 +238,15 @@ def _on_own_stacks(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -
             out["replica_wait"], m.replica_rows = got["summary"], replica_wait.table(got)
         except Exception as exc:
             out.setdefault("errors", []).append(f"replica_wait: {type(exc).__name__}: {exc}"[:300])
+    if not (args.quick or args.no_ha):
+        print("several hosts: 1 api vs 2 behind HAProxy, Redis primary killed 5 times (bench/ha.py) …")
+        try:
+            got = ha.run()
+            out["ha"], m.ha_rows = got, ha.table(got)
+            if not ha.verdict(got):
+                out.setdefault("errors", []).append("ha: a failover missed its 15 s (its row says why)")
+        except Exception as exc:
+            out.setdefault("errors", []).append(f"ha: {type(exc).__name__}: {exc}"[:300])
 
 
 def _rows(m: Measured) -> list[Row]:
@@ -286,6 +301,7 @@ def _rows(m: Measured) -> list[Row]:
         *m.crowd_rows,
         *m.flood_rows,
         *m.replica_rows,
+        *m.ha_rows,
     ]  # fmt: skip
 
 

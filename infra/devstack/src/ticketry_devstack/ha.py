@@ -271,6 +271,16 @@ def _lb_ready(stack: HaStack) -> bool:
     return {"api-0", "api-1", "notifier-0", "notifier-1"} <= up
 
 
+def whole(stack: HaStack) -> bool:
+    """The set is whole again (after a failover and the old primary's
+    restart): the primary the sentinels name has both replicas online, every
+    sentinel names it, and HAProxy sees every api and notifier ready."""
+    primary = stack.current_primary()
+    if primary is None or not _replica_in_sync(f"redis://{primary}/0"):
+        return False
+    return _sentinels_agree(stack, primary.rsplit(":", 1)[0]) and _lb_ready(stack)
+
+
 def start_ha(
     data_dir: Path,
     environ: Mapping[str, str],
