@@ -4,18 +4,18 @@ retry now, retry after a backoff, or dead-letter with a reason. Plain data, no s
 from __future__ import annotations
 
 import pytest
+from ticketry.retry import backoff_ceiling
 from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.decision import (
     DeadLetter,
     ErrorKind,
+    RenderRetryPolicy,
     RetryAfter,
     RetryNow,
-    RetryPolicy,
-    backoff_ceiling,
     decide,
 )
 
-POLICY = RetryPolicy(max_attempts=5, base_s=0.5, cap_s=30.0)
+POLICY = RenderRetryPolicy(max_attempts=5, base_s=0.5, cap_s=30.0)
 
 
 @pytest.mark.parametrize("kind", ["undecodable", "invalid_ids"])
@@ -40,7 +40,7 @@ def test_the_last_attempt_is_dead_lettered_as_exhausted(attempt: int) -> None:
 
 @pytest.mark.parametrize("attempt", [5, 6, 50])
 def test_a_store_outage_is_waited_out_past_the_last_attempt(attempt: int) -> None:
-    patient = RetryPolicy(max_attempts=5, base_s=0.5, cap_s=30.0, storage_patience_s=900.0)
+    patient = RenderRetryPolicy(max_attempts=5, base_s=0.5, cap_s=30.0, storage_patience_s=900.0)
     # While the request is younger than the patience: retried, at most the cap apart
     got = decide(attempt, "storage", "StorageUnavailable: S3: connect", patient, 0.5, age_s=899.0)
     assert got == RetryAfter(0.5 * min(30.0, 0.5 * 2 ** (attempt - 1)))
@@ -52,7 +52,7 @@ def test_a_store_outage_is_waited_out_past_the_last_attempt(attempt: int) -> Non
 
 
 def test_one_attempt_means_no_retry() -> None:
-    assert decide(1, "render", "boom", RetryPolicy(1, 0.5, 30.0), 0.9) == DeadLetter("boom", exhausted=True)
+    assert decide(1, "render", "boom", RenderRetryPolicy(1, 0.5, 30.0), 0.9) == DeadLetter("boom", exhausted=True)
 
 
 def test_a_zero_delay_is_a_retry_now() -> None:
@@ -68,10 +68,10 @@ def test_the_delay_ceiling_doubles_up_to_the_cap(attempt: int, ceiling: float) -
 
 @pytest.mark.parametrize("jitter", [0.0, 0.25, 0.999999])
 def test_the_delay_is_the_jitter_share_of_the_ceiling(jitter: float) -> None:
-    got = decide(7, "render", "boom", RetryPolicy(10, 0.5, 30.0), jitter)
+    got = decide(7, "render", "boom", RenderRetryPolicy(10, 0.5, 30.0), jitter)
     assert got == (RetryNow() if jitter == 0 else RetryAfter(jitter * 30.0))
 
 
 def test_the_policy_comes_from_the_renderer_settings() -> None:
     settings = RendererSettings(render_max_attempts=3, retry_base_s=0.25, retry_cap_s=4.0, storage_patience_s=60)
-    assert RetryPolicy.of(settings) == RetryPolicy(3, 0.25, 4.0, 60.0)
+    assert RenderRetryPolicy.of(settings) == RenderRetryPolicy(3, 0.25, 4.0, 60.0)

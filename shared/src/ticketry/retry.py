@@ -18,6 +18,10 @@ batch. What a failure costs depends on its kind (:func:`kind_of`):
 
 The decisions are plain data (:func:`decide`); :class:`Retrying` does the
 logging and the waiting (cut short when the loop is asked to stop).
+
+:func:`backoff_ceiling` is the one exponential backoff formula of the code
+base: the loops here, the renderer's and the webhook sender's retries and the
+scaler's restarts each put their own jitter (or none) under it.
 """
 
 from __future__ import annotations
@@ -47,6 +51,13 @@ def kind_of(exc: BaseException) -> Kind:
     return "other"
 
 
+def backoff_ceiling(attempt: int, base_s: float, cap_s: float, factor: float = 2.0) -> float:
+    """The longest wait after failure ``attempt`` (1: the first) in a row:
+    ``min(cap, base · factor^(attempt-1))``; an ``attempt`` below 1 counts as 1."""
+    exponent = min(max(attempt - 1, 0), 64)  # past 2^64 every ceiling is the cap (and no float overflows)
+    return min(cap_s, base_s * factor**exponent)
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How long a loop waits after a failed step."""
@@ -59,7 +70,7 @@ class RetryPolicy:
 
     def backoff(self, failures: int) -> float:
         """The wait after the ``failures``-th failure in a row of an outage (1: the first)."""
-        return min(self.cap_s, self.first_s * self.factor ** max(failures - 1, 0))
+        return backoff_ceiling(failures, self.first_s, self.cap_s, self.factor)
 
 
 @dataclass(frozen=True)

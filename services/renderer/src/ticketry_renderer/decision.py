@@ -28,6 +28,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ticketry.retry import backoff_ceiling
+
 # What went wrong, as far as retrying is concerned.
 #   undecodable  the entry is not a render request this reader knows (permanent)
 #   invalid_ids  ticket/order ids the api never issues (permanent)
@@ -49,7 +51,7 @@ class _RetrySettings(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class RenderRetryPolicy:
     """How often and how patiently a request is retried."""
 
     max_attempts: int
@@ -58,7 +60,7 @@ class RetryPolicy:
     storage_patience_s: float = 0.0
 
     @classmethod
-    def of(cls, settings: _RetrySettings) -> RetryPolicy:
+    def of(cls, settings: _RetrySettings) -> RenderRetryPolicy:
         """The renderer's policy (``TICKETRY_RENDER_MAX_ATTEMPTS``, ``TICKETRY_RETRY_BASE_S``,
         ``…_CAP_S``, ``TICKETRY_STORAGE_PATIENCE_S``)."""
         return cls(
@@ -90,14 +92,8 @@ class DeadLetter:
 Decision = RetryNow | RetryAfter | DeadLetter
 
 
-def backoff_ceiling(attempt: int, base_s: float, cap_s: float) -> float:
-    """The longest delay after delivery ``attempt``: ``min(cap, base · 2^(attempt-1))``."""
-    exponent = min(max(attempt - 1, 0), 64)  # past 2^64 every ceiling is the cap
-    return min(cap_s, base_s * 2.0**exponent)
-
-
 def decide(
-    attempt: int, kind: ErrorKind, reason: str, policy: RetryPolicy, jitter: float, age_s: float = 0.0
+    attempt: int, kind: ErrorKind, reason: str, policy: RenderRetryPolicy, jitter: float, age_s: float = 0.0
 ) -> Decision:
     """What to do with a request whose delivery ``attempt`` (1 = the first)
     failed with ``kind``; ``reason`` is what the dead letter will say;

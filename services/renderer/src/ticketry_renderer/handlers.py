@@ -50,7 +50,7 @@ from ticketry.tracing import context_from, current_traceparent, tracer
 
 from ticketry_renderer import designs, metrics
 from ticketry_renderer.config import RendererSettings
-from ticketry_renderer.decision import DeadLetter, ErrorKind, RetryAfter, RetryPolicy, decide
+from ticketry_renderer.decision import DeadLetter, ErrorKind, RenderRetryPolicy, RetryAfter, decide
 from ticketry_renderer.rate import RateMeter, utilisation
 from ticketry_renderer.render import Design, render_ticket
 
@@ -331,7 +331,7 @@ class Worker:
         )
         kind: ErrorKind = "storage" if isinstance(exc, StorageUnavailable) else "render"
         age_s = time.time() - streams.stream_key(entry_id)[0] / 1000
-        decision = decide(attempt, kind, reason, RetryPolicy.of(self.settings), self.rng.random(), age_s)
+        decision = decide(attempt, kind, reason, RenderRetryPolicy.of(self.settings), self.rng.random(), age_s)
         if not isinstance(decision, DeadLetter):
             delay = decision.delay_s if isinstance(decision, RetryAfter) else 0.0
             self.retry_due[(lane, entry_id)] = time.monotonic() + delay
@@ -382,7 +382,7 @@ class Worker:
         """Queue the dead letter of a request that has no ticket to fail
         (undecodable, ids we never issue: a permanent error, parked at its
         first delivery) with its reason, and its ack."""
-        decision = decide(1, kind, reason, RetryPolicy.of(self.settings), 0.0)
+        decision = decide(1, kind, reason, RenderRetryPolicy.of(self.settings), 0.0)
         assert isinstance(decision, DeadLetter), decision  # permanent kinds are never retried
         metrics.DEAD_LETTERS.inc()
         parked = self._dead_letter_fields(lane, entry_id, fields, decision.reason, [decision.reason])

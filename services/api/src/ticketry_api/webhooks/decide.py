@@ -16,6 +16,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
+from ticketry.retry import backoff_ceiling
+
 
 @dataclass(frozen=True)
 class Retry:
@@ -50,7 +52,7 @@ def describe(outcome: int | Failure) -> str:
 def backoff(attempt: int, base_s: float, cap_s: float, jitter: float) -> float:
     """Delay after failed attempt ``attempt`` (1-based): half of
     ``min(cap, base·2^(attempt-1))`` plus ``jitter`` (in [0, 1)) of the other half."""
-    step = min(cap_s, base_s * 2.0 ** (attempt - 1))
+    step = backoff_ceiling(attempt, base_s, cap_s)
     return step / 2 + step / 2 * jitter
 
 

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ticketry.retry import backoff_ceiling
+
 from ticketry_scaler import metrics
 from ticketry_scaler.backends import BackendStatus
 from ticketry_scaler.backends.prefork import Prefork, console_entry, die_with_parent
@@ -291,7 +293,7 @@ class LocalBackend:
         if ran_s >= self._reset_s:
             slot.failures = 0
         slot.failures += 1
-        delay = min(self._backoff_s * 2 ** (slot.failures - 1), self._backoff_max_s)
+        delay = backoff_ceiling(slot.failures, self._backoff_s, self._backoff_max_s)
         slot.restart_at = time.monotonic() + delay
         slot.child = None
 
