@@ -26,6 +26,10 @@ from ticketry.replies import Entry
 from ticketry.retry import Retrying
 
 READ_BLOCK_MS = 1000
+# Entries pending this long under another consumer (one that was killed) are
+# taken over; idle entries are looked for this often while there are none.
+CLAIM_IDLE_MS = 10_000
+CLAIM_INTERVAL_S = 2.0
 
 
 @dataclass

@@ -30,7 +30,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.consumer import GroupConsumer
+from ticketry.consumer import CLAIM_IDLE_MS, CLAIM_INTERVAL_S, GroupConsumer
 from ticketry.documents import OrderState, TicketState
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.replies import Entry
@@ -44,9 +44,6 @@ log = logging.getLogger(__name__)
 # Stream trimming piggybacks on the projector loop (one place in the api that
 # already runs forever); see ``trim.py``.
 TRIM_INTERVAL_S = 60.0
-# Events pending this long under another consumer (a killed api) are taken over.
-CLAIM_IDLE_MS = 10_000
-CLAIM_INTERVAL_S = 2.0
 
 
 @dataclass

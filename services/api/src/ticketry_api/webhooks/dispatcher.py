@@ -25,7 +25,7 @@ import logging
 from prometheus_client import Counter
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.consumer import GroupConsumer
+from ticketry.consumer import CLAIM_IDLE_MS, CLAIM_INTERVAL_S, GroupConsumer
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.replies import Entry
 
@@ -37,8 +37,6 @@ from ticketry_api.webhooks.models import Delivery, message_id, payload, webhook_
 log = logging.getLogger(__name__)
 
 BATCH = 500
-CLAIM_IDLE_MS = 10_000
-CLAIM_INTERVAL_S = 2.0
 _ORDER_FIELDS = {"event_id": 1, "tier": 1, "quantity": 1}
 _ORDER_EVENTS = (b"order.completed", b"order.cancelled")
 
