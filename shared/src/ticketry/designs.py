@@ -63,7 +63,7 @@ async def request_designs(redis: Redis, samples: Sequence[RenderRequest]) -> lis
                 maxlen=streams.DESIGN_REQUESTS_MAXLEN, approximate=True,
             )  # fmt: skip
         ids = await pipe.execute()
-    return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+    return [as_text(i) for i in ids]
 
 
 # A renderer blocks on the request stream between reads (its poll, 1 s by

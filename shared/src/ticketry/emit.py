@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from ticketry import streams
+from ticketry.replies import as_text
 
 _PROGRESS = {
     "total": streams.PROGRESS_TOTAL, "rendered": streams.PROGRESS_RENDERED, "failed": streams.PROGRESS_FAILED,
@@ -149,7 +150,7 @@ async def announce_cancelled(redis: Redis, order_id: str, total: int, held: str 
     keys = [streams.TICKET_EVENTS, streams.order_progress(order_id), *([held] if held else [])]
     args = [order_id, datetime.now(UTC).isoformat(), str(streams.PROGRESS_TTL_S), str(total)]
     got = await redis.eval(_CANCEL_LUA, len(keys), *keys, *args)
-    return got.decode() if isinstance(got, bytes) else str(got)
+    return as_text(got)
 
 
 async def cancelled_orders(redis: Redis, order_ids: list[str]) -> set[str]:

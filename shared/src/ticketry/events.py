@@ -35,6 +35,8 @@ from typing import Any, Literal, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ticketry.replies import as_text
+
 # The major version this code writes, and the newest it reads (see the module docstring).
 SCHEMA_VERSION = 1
 
@@ -218,7 +220,7 @@ def _ticket_event_v1(entry: tuple[bytes | str, dict[str, str]]) -> TicketEvent:
     entry_id, data = entry
     return TicketEvent.model_validate(
         {
-            "id": entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
+            "id": as_text(entry_id),
             "type": data["type"],
             "version": 1,
             "event_uuid": data["event_uuid"],

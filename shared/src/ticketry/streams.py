@@ -87,6 +87,8 @@ import hashlib
 import re
 from typing import Final
 
+from ticketry.replies import as_text
+
 RENDER_VIP: Final = "ticketry:render:vip"
 RENDER_STD: Final = "ticketry:render:std"
 # Read order matters: the vip lane is always drained first.
@@ -151,7 +153,7 @@ class BadStreamId(ValueError):
 def stream_key(entry_id: str | bytes) -> StreamKey:
     """``(ms, seq)`` of a stream id Redis gave us (a bare ``<ms>``: seq 0); sorts
     like the ids. For an id a client sent, :func:`parse_stream_id`."""
-    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    text = as_text(entry_id)
     ms, _, seq = text.partition("-")
     return int(ms), int(seq or 0)
 

@@ -34,6 +34,7 @@ from typing import Any, Final
 from prometheus_client import Counter, Histogram
 from prometheus_client import values as _values
 from ticketry import emit, streams
+from ticketry.replies import as_text
 
 LANES: Final = {streams.RENDER_VIP: "vip", streams.RENDER_STD: "standard"}
 
@@ -101,7 +102,7 @@ def _emitted(args: Sequence[Any], result: Any) -> str | None:
     if len(args) <= outcome_at:
         return None
     outcome = args[outcome_at]
-    return outcome.decode() if isinstance(outcome, bytes) else str(outcome)
+    return as_text(outcome)
 
 
 def multiprocess() -> bool:

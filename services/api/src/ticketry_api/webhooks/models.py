@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 from ticketry.events import DecodeError, TicketEvent
+from ticketry.replies import as_text
 from ticketry.webhook_documents import WebhookType
 
 from ticketry_api.readmodel import completed_status
@@ -85,8 +86,7 @@ class Delivery:
     def from_fields(cls, fields: Mapping[bytes, bytes] | Mapping[str, str]) -> Delivery:
         """Decode an entry (raises :class:`ticketry.events.DecodeError` only)."""
         try:
-            f = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-                 for k, v in fields.items()}  # fmt: skip
+            f = {as_text(k): as_text(v) for k, v in fields.items()}
             history = orjson.loads(f.get("history", "[]"))
             if not isinstance(history, list):
                 raise ValueError("history is not a list")
