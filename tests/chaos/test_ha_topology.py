@@ -30,7 +30,10 @@ are in the S3 bucket, one per ticket; nothing sold past a tier's capacity;
 the store holds exactly one order per accepted Idempotency-Key and no other;
 every socket saw its order's completion, each ticket counted once; no 5xx but
 503 with Retry-After; and the recorded history is linearizable for the
-porcupine checker (.bin/linearize). The figures are printed (``-s``).
+porcupine checker (.bin/linearize) — or, where it is not, the refusals it
+finds unjustified are explained by tickets a cut-off order held until the
+outbox sweep gave them back (``_explained_by_holds``). The figures are printed
+(``-s``). The scenarios share the topology and run in this file's order.
 """
 
 from __future__ import annotations
@@ -51,14 +54,14 @@ import redis
 from aiobotocore.session import get_session
 from pymongo import AsyncMongoClient
 from ticketry.auth import issue_token
-from ticketry_devstack.ha import PORTS, HaStack, gone, start_ha
+from ticketry_devstack.ha import PORTS, HaStack, gone, sentinel_proc, start_ha
 from ticketry_devstack.haproxy import stats_csv
 from ticketry_devstack.hosts import can_make_hosts
 from ticketry_devstack.procs import renderers_live
 
 from tests.chaos.support import RENDERER_KILL_ENV, ProgressWatcher
 from tests.helpers import bearer, create_event, eventually
-from tests.history import History, check, reserve_status
+from tests.history import CheckResult, History, check, reserve_status
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 
@@ -70,6 +73,7 @@ SOCKETS = 100
 SCARCE = 30  # a second event's capacity: it sells out, so refusals are checked too
 BEFORE = 15  # orders accepted before the disruption
 AFTER = 15  # and after it (then the part is restored), and after the restore
+CUT_S = 10.0  # how long host b's link is cut, at least
 
 
 @dataclass
@@ -254,6 +258,39 @@ async def _bucket(ha: HaStack) -> list[str]:
         return keys
 
 
+async def _explained_by_holds(
+    sale: OnSale, mongo: AsyncMongoClient[dict[str, Any]], strict: CheckResult, path: Path
+) -> CheckResult:
+    """A strict verdict of "not linearizable" on a tier, explained by a hold given back.
+
+    An order whose request was cut off mid-way (its api killed or its host cut
+    after the reservation, before the order was recorded) holds its tickets
+    until the outbox sweep abandons it and gives them back; meanwhile a buyer
+    may be told "sold out" for tickets that are sold to another later. The
+    capacity model has no hold-then-release (infra/linearize/README.md,
+    "Limits of the model"), so such a refusal reads as unjustified. It is
+    accepted only if the store holds the sweep's ``abandoned`` tombstones for
+    that event and the history is linearizable with their tickets added to the
+    tier's capacity (every other refusal still justified; overselling is
+    checked apart, on the exact sold counts). Else the strict verdict stands."""
+    held: dict[str, int] = {}
+    for key in sale.history.capacity:
+        event_id = key.split("/")[0]
+        async for d in mongo["ticketry"].orders.find({"event_id": event_id, "status": "abandoned"}, {"quantity": 1}):
+            held[key] = held.get(key, 0) + int(d["quantity"])
+    partition = strict.line.partition("partition ")[2].split(" ")[0]
+    if not strict.line.startswith("not linearizable: model capacity") or not held.get(partition):
+        return strict
+    relaxed = History()
+    relaxed.ops = sale.history.ops
+    for key, cap in sale.history.capacity.items():
+        relaxed.tier(key, cap + held.get(key, 0))
+    verdict = check(relaxed.write(path))
+    print(f"\n[{sale.name}] strict check: {strict.line}; tickets held then given back by the sweep: {held}; "
+          f"with them: {verdict.line}")  # fmt: skip
+    return verdict
+
+
 async def on_sale(
     topo: Topology, name: str, disrupt: Callable[[], Awaitable[str]], restore: Callable[[], Awaitable[None]],
     tmp_path: Path,
@@ -305,7 +342,7 @@ async def on_sale(
 
             # Then orders are accepted again without it, and after it is restored
             async def after(n: int) -> bool:
-                return sale.accepted_after >= n
+                return sale.accepted_after >= n and len(sale.watchers) >= SOCKETS
 
             await eventually(lambda: after(AFTER), f"orders accepted after: {what}", timeout_s=300)
             await restore()
@@ -352,6 +389,8 @@ async def on_sale(
             assert set(sale.statuses) <= {202, 409, 503}, sorted(set(sale.statuses))
             # … and the history is linearizable
             verdict = check(sale.history.write(tmp_path / f"{name}.jsonl"), viz=tmp_path / f"{name}.html")
+            if verdict.code != 0:
+                verdict = await _explained_by_holds(sale, mongo, verdict, tmp_path / f"{name}-holds.jsonl")
             assert verdict.code == 0, verdict
         finally:
             stop.set()
@@ -400,3 +439,89 @@ async def test_an_api_process_killed_then_a_notifier(topology: Topology, tmp_pat
         await _restart(ha, "b", "notifier")
 
     await on_sale(topology, "notifier-kill", kill_notifier, restart_notifier, tmp_path)
+
+
+async def test_host_b_cut_off_then_restored(topology: Topology, tmp_path: Path) -> None:
+    ha = topology.ha
+    cut_at = 0.0
+
+    async def cut() -> str:
+        nonlocal cut_at
+        await asyncio.to_thread(ha.hosts["b"].cut)
+        cut_at = time.monotonic()
+
+        async def b_down() -> bool:
+            rows = await asyncio.to_thread(_lb_rows, ha)
+            return rows.get("api-1") != "UP" and rows.get("notifier-1") != "UP"
+
+        async def cut_long() -> bool:
+            return time.monotonic() - cut_at >= CUT_S
+
+        # The cut lasts until HAProxy has taken b's servers out and CUT_S passed (the scenario's length,
+        # not a synchronisation), and orders went on without b.
+        await eventually(b_down, "HAProxy marking b's api and notifier DOWN", timeout_s=120)
+        down_after = time.monotonic() - cut_at
+        await eventually(cut_long, f"{CUT_S:g} s of the cut", timeout_s=2 * CUT_S)
+        return f"host b cut off (its servers DOWN after {down_after:.1f} s)"
+
+    async def restore() -> None:
+        await asyncio.to_thread(ha.hosts["b"].restore)
+        print(f"\nhost b cut off for {time.monotonic() - cut_at:.1f} s")
+
+    await on_sale(topology, "b-cut", cut, restore, tmp_path)
+
+
+async def test_every_process_of_host_a_killed_at_once(topology: Topology, tmp_path: Path) -> None:
+    ha = topology.ha
+    a_redis = ha.addr("a", "redis")
+    assert ha.current_primary() == a_redis  # so losing a loses the primary too
+
+    async def kill_a() -> str:
+        pids = await asyncio.to_thread(ha.hosts["a"].kill_all)
+        for (h, _), proc in ha.procs.items():
+            if h == "a" and proc.popen is not None:
+                await asyncio.to_thread(proc.popen.wait, 30)  # reaped (they are this process's children)
+        return f"every process of host a SIGKILLed ({len(pids)}: Redis primary, Sentinel, api, notifier, renderers)"
+
+    async def restart_a() -> None:
+        async def promoted() -> str | None:
+            now = await asyncio.to_thread(ha.current_primary)
+            return now if now not in (None, a_redis) else None
+
+        primary = await eventually(promoted, "a replica promoted", timeout_s=120)
+        # Redis first, as a replica of the new primary; its Sentinel watching that one; then the services.
+        await asyncio.to_thread(ha.restart_redis, "a")
+        sentinel = sentinel_proc(ha.hosts["a"], ha.data_dir / "a" / "sentinel", primary.split(":")[0])
+        await asyncio.to_thread(ha.start, "a", sentinel, PORTS["sentinel"])
+        for name in ("api", "notifier"):
+            await _restart(ha, "a", name)
+        await asyncio.to_thread(ha.start, "a", ha.service("a", "scaler"))
+
+    await on_sale(topology, "a-killed", kill_a, restart_a, tmp_path)
+
+
+async def test_the_redis_primary_killed_then_back_as_a_replica(topology: Topology, tmp_path: Path) -> None:
+    ha = topology.ha
+    old = ha.current_primary()
+    host = next(h for h in "abc" if ha.addr(h, "redis") == old)
+
+    async def kill_primary() -> str:
+        await asyncio.to_thread(ha.procs[(host, "redis")].kill)
+        return f"the Redis primary on {host} SIGKILLed"
+
+    async def restart() -> None:
+        async def promoted() -> bool:
+            return await asyncio.to_thread(ha.current_primary) not in (None, old)
+
+        await eventually(promoted, "a replica promoted", timeout_s=120)
+        await asyncio.to_thread(ha.restart_redis, host)
+
+    await on_sale(topology, "primary-kill", kill_primary, restart, tmp_path)
+
+    # And the old primary is a replica of the new one
+    client = redis.Redis.from_url(f"redis://{old}/0", socket_timeout=5)
+    try:
+        info = client.info("replication")
+    finally:
+        client.close()
+    assert info["role"] == "slave" and f"{info['master_host']}:{info['master_port']}" == ha.current_primary()
