@@ -1,14 +1,23 @@
 """The pages' static files, read once at start-up and served by name only
 (a fixed table: no path from a request ever reaches the file system), and the
-Content-Security-Policy each page is served with."""
+Content-Security-Policy each page is served with.
+
+Every page has the same frame (``layout.html``: charset, viewport, no referrer,
+no indexing, the common stylesheet); a page's file (``static/*.html``) holds only
+what is its own, a ``<head>`` (title, its stylesheets and scripts) and a
+``<body>``, and is put into the frame once, here, when the table is built."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 STATIC = Path(__file__).parent / "static"
+LAYOUT = Path(__file__).parent / "layout.html"
+HEAD_SLOT, BODY_SLOT = b"<!-- page head -->\n", b"<!-- page body -->\n"
+_PAGE = re.compile(rb"<head>\n(.*)</head>\n<body>\n(.*)</body>\n", re.DOTALL)
 _TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -26,12 +35,26 @@ class Asset:
     media_type: str
 
 
-def load_assets(root: Path = STATIC) -> dict[str, Asset]:
-    """Every file under ``root`` by its relative path (``vendor/jsqr/jsQR.js``)."""
+def in_layout(page: bytes, layout: bytes, name: str = "page") -> bytes:
+    """A page's own ``<head>`` and ``<body>`` put into the common frame; a page
+    of any other shape fails the start, naming the file."""
+    found = _PAGE.fullmatch(page)
+    if found is None or HEAD_SLOT not in layout or BODY_SLOT not in layout:
+        raise ValueError(f"{name}: a page is its own <head>…</head> then <body>…</body>, nothing else")
+    return layout.replace(HEAD_SLOT, found[1]).replace(BODY_SLOT, found[2])
+
+
+def load_assets(root: Path = STATIC, layout: Path = LAYOUT) -> dict[str, Asset]:
+    """Every file under ``root`` by its relative path (``vendor/jsqr/jsQR.js``),
+    the pages (``*.html``) in their layout."""
+    frame = layout.read_bytes()
     out: dict[str, Asset] = {}
     for path in sorted(root.rglob("*")):
         if path.is_file() and path.suffix in _TYPES:
-            out[path.relative_to(root).as_posix()] = Asset(path.read_bytes(), _TYPES[path.suffix])
+            name, body = path.relative_to(root).as_posix(), path.read_bytes()
+            if path.suffix == ".html":
+                body = in_layout(body, frame, name)
+            out[name] = Asset(body, _TYPES[path.suffix])
     return out
 
 
