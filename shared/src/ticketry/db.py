@@ -43,7 +43,7 @@ from redis.exceptions import BusyLoadingError, ConnectionError, ResponseError, T
 
 from ticketry.documents import ALL_DOCUMENTS
 from ticketry.redis_ha import RedisTarget, primary_client
-from ticketry.replies import Entry
+from ticketry.replies import Entry, as_text
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -303,3 +303,16 @@ def entries_of(resp: Any) -> list[Entry]:
     if isinstance(resp[0], (list, tuple)) and len(resp[0]) == 2 and isinstance(resp[0][1], list):
         return cast(list[Entry], resp[0][1])
     return cast(list[Entry], resp)
+
+
+async def read_all(redis: Redis, stream: str, *, page: int = 500) -> list[Entry]:
+    """Every entry of ``stream``, oldest first, read ``page`` entries at a time
+    (XRANGE from just past the last id read: https://redis.io/docs/latest/commands/xrange/)."""
+    out: list[Entry] = []
+    start = "-"
+    while True:
+        chunk = entries_of(await redis.xrange(stream, min=start, max="+", count=page))
+        if not chunk:
+            return out
+        out += chunk
+        start = "(" + as_text(chunk[-1][0])

@@ -136,6 +136,24 @@ AllOpt = Annotated[bool, typer.Option("--all", help="every dead letter")]
 YesOpt = Annotated[bool, typer.Option("--yes", help="confirm --all")]
 
 
+def print_dead_letters(
+    listing: Callable[[Redis], Awaitable[list[dict[str, Any]]]], line: Callable[[dict[str, Any]], str], json: bool
+) -> None:
+    """Every dead letter ``listing`` finds: as JSON, or one ``line`` each and their count."""
+
+    async def go() -> list[dict[str, Any]]:
+        async with redis_client() as redis:
+            return await listing(redis)
+
+    items = run(go)
+    if json:
+        print_json(items)
+        return
+    for it in items:
+        console.print(line(it), markup=False)
+    console.print(f"{len(items)} dead letter(s)")
+
+
 def act_on_dead_letters(
     ids: list[str] | None,
     every: bool,

@@ -32,7 +32,7 @@ import orjson
 import typer
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import entries_of
+from ticketry.db import entries_of, read_all
 from ticketry.events import DecodeError, decode_render_request
 
 from ticketry_api.ctl.common import (
@@ -44,6 +44,7 @@ from ticketry_api.ctl.common import (
     check_ids,
     console,
     fail,
+    print_dead_letters,
     print_json,
     redis_client,
     run,
@@ -98,14 +99,7 @@ def describe(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any
 
 
 async def list_dead_letters(redis: Redis) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    start = "-"
-    while True:
-        chunk = entries_of(await redis.xrange(streams.DEAD_LETTERS, min=start, max="+", count=500))
-        if not chunk:
-            return out
-        out += [describe(eid, f) for eid, f in chunk]
-        start = "(" + _s(chunk[-1][0])
+    return [describe(eid, f) for eid, f in await read_all(redis, streams.DEAD_LETTERS)]
 
 
 async def show_dead_letter(redis: Redis, dlq_id: str) -> dict[str, Any] | None:
@@ -166,22 +160,14 @@ async def delete(redis: Redis, ids: Sequence[str]) -> dict[str, str]:
 @app.command("list")
 def list_cmd(json: JsonOpt = False) -> None:
     """Every dead letter: id, source lane, order, ticket, reason, attempts."""
-
-    async def go() -> list[dict[str, Any]]:
-        async with redis_client() as redis:
-            return await list_dead_letters(redis)
-
-    items = run(go)
-    if json:
-        print_json(items)
-        return
-    for it in items:
-        console.print(
+    print_dead_letters(
+        list_dead_letters,
+        lambda it: (
             f"{it['id']}  {it['source']}  order={it['order_id']}  ticket={it['ticket_id']}  "
-            f"attempts={len(it['history'])}  reason={it['reason']}",
-            markup=False,
-        )
-    console.print(f"{len(items)} dead letter(s)")
+            f"attempts={len(it['history'])}  reason={it['reason']}"
+        ),
+        json,
+    )
 
 
 @app.command("show")

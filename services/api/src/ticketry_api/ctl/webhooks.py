@@ -21,6 +21,7 @@ from ticketry_api.ctl.common import (
     console,
     fail,
     mongo_client,
+    print_dead_letters,
     print_json,
     redis_client,
     run,
@@ -80,22 +81,14 @@ def list_cmd(
 @app.command("dead")
 def dead_cmd(json: JsonOpt = False) -> None:
     """Dead-lettered deliveries: endpoint, webhook-id, type, order, reason, attempts."""
-
-    async def go() -> list[dict[str, Any]]:
-        async with redis_client() as redis:
-            return await deadletters.list_dead(redis)
-
-    items = run(go)
-    if json:
-        print_json(items)
-        return
-    for it in items:
-        console.print(
+    print_dead_letters(
+        deadletters.list_dead,
+        lambda it: (
             f"{it['id']}  endpoint={it.get('endpoint_id')}  {it.get('type')}  order={it.get('order_id')}  "
-            f"webhook-id={it.get('webhook_id')}  attempts={it.get('attempts')}  reason={it['reason']}",
-            markup=False,
-        )
-    console.print(f"{len(items)} dead letter(s)")
+            f"webhook-id={it.get('webhook_id')}  attempts={it.get('attempts')}  reason={it['reason']}"
+        ),
+        json,
+    )
 
 
 @app.command("redrive")

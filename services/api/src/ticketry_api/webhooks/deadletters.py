@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.db import entries_of
+from ticketry.db import entries_of, read_all
 from ticketry.events import DecodeError
 from ticketry.replies import as_text
 
@@ -57,14 +57,7 @@ def describe(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any
 
 
 async def list_dead(redis: Redis) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    start = "-"
-    while True:
-        chunk = entries_of(await redis.xrange(streams.WEBHOOK_DEAD, min=start, max="+", count=500))
-        if not chunk:
-            return out
-        out += [describe(eid, f) for eid, f in chunk]
-        start = "(" + as_text(chunk[-1][0])
+    return [describe(eid, f) for eid, f in await read_all(redis, streams.WEBHOOK_DEAD)]
 
 
 async def redrive(redis: Redis, ids: Sequence[str]) -> dict[str, str]:
