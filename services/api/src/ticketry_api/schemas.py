@@ -121,7 +121,17 @@ def _aware(value: datetime) -> datetime:
 
 
 TimeZone = Annotated[str, StringConstraints(min_length=1, max_length=64), AfterValidator(_iana_zone)]
-Instant = Annotated[datetime, AfterValidator(_aware)]
+
+
+def _iso_text(value: object) -> object:
+    # The document says an ISO 8601 string: not a Unix timestamp, which pydantic
+    # would otherwise take (0 is 1970-01-01T00:00:00Z).
+    if isinstance(value, (int, float)):
+        raise ValueError("an ISO 8601 date-time string, e.g. 2027-06-01T20:00:00+02:00")
+    return value
+
+
+Instant = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_aware)]
 TierId = Annotated[str, StringConstraints(pattern=TIER_ID_PATTERN)]
 TierName = Annotated[
     str,
@@ -136,16 +146,16 @@ class TierIn(_In):
     id: TierId
     name: TierName
     price: Price
-    capacity: int | None = Field(default=None, gt=0, le=10_000_000)
+    capacity: int | None = Field(default=None, gt=0, le=10_000_000, strict=True)
     lane: Lane = "standard"
-    max_per_buyer: int | None = Field(default=None, gt=0, le=QUANTITY_CEILING)
+    max_per_buyer: int | None = Field(default=None, gt=0, le=QUANTITY_CEILING, strict=True)
 
 
 class EventIn(_In):
     name: Name
     venue: Name
     starts_at: Instant
-    capacity: int = Field(gt=0, le=10_000_000)
+    capacity: int = Field(gt=0, le=10_000_000, strict=True)
     price: Price
     currency: Currency
     timezone: TimeZone = "UTC"
@@ -153,19 +163,22 @@ class EventIn(_In):
     tiers: list[TierIn] | None = Field(default=None, min_length=1, max_length=MAX_TIERS)
     # Orders are taken from on_sale_at; with waiting_room, through the queue (waitingroom/).
     on_sale_at: Instant | None = None
-    waiting_room: bool = False
-    # The most tickets one queue permission may order (waiting_room only; default
-    # PERMISSION_TICKETS, filled in here so the event stores its room's terms as
-    # they were when it was made).
-    max_tickets_per_permission: int | None = Field(default=None, ge=1, le=QUANTITY_CEILING)
+    waiting_room: bool = Field(default=False, strict=True)  # true or false, not "yes" or 1
+    # The most tickets one queue permission may order: default PERMISSION_TICKETS,
+    # filled in here so the event stores its room's terms as they were when it
+    # was made. Without a waiting room there are no permissions: it is ignored.
+    max_tickets_per_permission: int | None = Field(
+        default=None, ge=1, le=QUANTITY_CEILING, strict=True,
+        description="with waiting_room: the most tickets one queue permission may order (default 10); else ignored",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _consistent(self) -> EventIn:
         if self.doors_at is not None and self.doors_at > self.starts_at:
             raise ValueError("doors_at must not be after starts_at")
-        if self.max_tickets_per_permission is not None and not self.waiting_room:
-            raise ValueError("max_tickets_per_permission needs waiting_room: true")
-        if self.waiting_room and self.max_tickets_per_permission is None:
+        if not self.waiting_room:
+            self.max_tickets_per_permission = None
+        elif self.max_tickets_per_permission is None:
             self.max_tickets_per_permission = PERMISSION_TICKETS
         if self.tiers is not None:
             ids = [t.id for t in self.tiers]
@@ -216,7 +229,7 @@ class Page(BaseModel, Generic[T]):
 
 class OrderIn(_In):
     event_id: str = Field(min_length=1, max_length=64)
-    quantity: int = Field(gt=0, le=QUANTITY_CEILING)
+    quantity: int = Field(gt=0, le=QUANTITY_CEILING, strict=True)
     holder_name: Holder
     tier: TierId = "standard"
     holders: list[Holder] | None = Field(default=None, min_length=1, max_length=QUANTITY_CEILING)

@@ -135,13 +135,17 @@ async def event_orders(
 
 
 @router.post(
-    "/{event_id}/checkin-lists", status_code=201, response_model=CheckinListOut, responses=problems(401, 403, 404, 422)
+    "/{event_id}/checkin-lists",
+    status_code=201,
+    response_model=CheckinListOut,
+    responses=problems(401, 403, 404, 409, 422),
 )
 async def create_checkin_list(event_id: str, body: CheckinListIn, who: Organizer, state: State) -> CheckinListOut:
     event = await own_event(state.db, event_id, who)
     tiers = body.tiers or []
     if unknown := sorted(set(tiers) - {t.id for t in event.tier_list()}):
-        raise Problem(422, "unknown tier", f"this event has no tier {', '.join(unknown)}")
+        # 409, not 422: the body is well formed; it names what this event lacks.
+        raise Problem(409, "unknown tier", f"this event has no tier {', '.join(unknown)}", kind="unknown-tier")
     lst = CheckinList(id=new_id("cl"), event_id=event.id, name=body.name, tiers=tiers)
     await state.db.checkins.create_list(lst)
     return CheckinListOut(id=lst.id, event_id=lst.event_id, name=lst.name, tiers=lst.tiers)
