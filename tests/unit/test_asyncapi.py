@@ -81,7 +81,8 @@ def test_every_channel_has_a_writer_and_its_messages() -> None:
 def _subclasses(cls: type[BaseModel]) -> set[type[BaseModel]]:
     out: set[type[BaseModel]] = set()
     for sub in cls.__subclasses__():
-        out |= {sub, *_subclasses(sub)}
+        if sub.__module__.startswith("ticketry."):  # not the tests' own (test_message_versions)
+            out |= {sub, *_subclasses(sub)}
     return out
 
 

@@ -47,6 +47,7 @@ CORE = [
     "ticketry.codes",
     "ticketry.tasks",
     "ticketry.replies",
+    "ticketry.backoff",
 ]
 
 # Modules, or packages (all of their modules but the core ones), that do I/O.

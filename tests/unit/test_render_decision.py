@@ -4,7 +4,7 @@ retry now, retry after a backoff, or dead-letter with a reason. Plain data, no s
 from __future__ import annotations
 
 import pytest
-from ticketry.retry import backoff_ceiling
+from ticketry.backoff import backoff_ceiling
 from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.decision import (
     DeadLetter,

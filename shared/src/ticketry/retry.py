@@ -19,8 +19,8 @@ batch. What a failure costs depends on its kind (:func:`kind_of`):
 The decisions are plain data (:func:`decide`); :class:`Retrying` does the
 logging and the waiting (cut short when the loop is asked to stop).
 
-:func:`backoff_ceiling` is the one exponential backoff formula of the code
-base: the loops here, the renderer's and the webhook sender's retries and the
+The waits come from the one backoff formula, :func:`ticketry.backoff.backoff_ceiling`:
+the loops here, the renderer's and the webhook sender's retries and the
 scaler's restarts each put their own jitter (or none) under it.
 """
 
@@ -36,6 +36,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ticketry.backoff import backoff_ceiling
+
 Kind = Literal["unavailable", "nogroup", "redis", "other"]
 
 # Redis cannot be reached (BusyLoadingError, a restart reading its AOF, is a ConnectionError).
@@ -49,13 +51,6 @@ def kind_of(exc: BaseException) -> Kind:
     if isinstance(exc, ResponseError):
         return "nogroup" if "NOGROUP" in str(exc) else "redis"
     return "other"
-
-
-def backoff_ceiling(attempt: int, base_s: float, cap_s: float, factor: float = 2.0) -> float:
-    """The longest wait after failure ``attempt`` (1: the first) in a row:
-    ``min(cap, base · factor^(attempt-1))``; an ``attempt`` below 1 counts as 1."""
-    exponent = min(max(attempt - 1, 0), 64)  # past 2^64 every ceiling is the cap (and no float overflows)
-    return min(cap_s, base_s * factor**exponent)
 
 
 @dataclass(frozen=True)

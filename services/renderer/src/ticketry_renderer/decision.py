@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ticketry.retry import backoff_ceiling
+from ticketry.backoff import backoff_ceiling
 
 # What went wrong, as far as retrying is concerned.
 #   undecodable  the entry is not a render request this reader knows (permanent)

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from ticketry.retry import backoff_ceiling
+from ticketry.backoff import backoff_ceiling
 
 
 @dataclass(frozen=True)

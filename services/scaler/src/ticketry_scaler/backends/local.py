@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ticketry.retry import backoff_ceiling
+from ticketry.backoff import backoff_ceiling
 
 from ticketry_scaler import metrics
 from ticketry_scaler.backends import BackendStatus
