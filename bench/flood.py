@@ -364,16 +364,22 @@ def main() -> int:
         over,
         args.renderers,
     )
-    rows = table(got)
+    path = show_and_save(table(got), got, "flood")
+    print(f"\nwritten {path}")
+    return 0 if verdict(got["summary"].get("proxy", {"ratio": None})) else 1
+
+
+def show_and_save(rows: list[Row], got: dict[str, Any], name: str) -> Path:
+    """Print a scenario's rows as a table and write its whole result to
+    ``bench/results/<name>-<time>.json``; that file's path."""
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     print()
     for r in rows:
         print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"flood-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(got, indent=1, default=str))
-    print(f"\nwritten {path}")
-    return 0 if verdict(got["summary"].get("proxy", {"ratio": None})) else 1
+    return path
 
 
 if __name__ == "__main__":

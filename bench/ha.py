@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import shutil
 import statistics
 import tempfile
@@ -43,7 +42,6 @@ from ticketry_devstack.ha import HaStack, start_ha, wait_for, whole
 from bench import flood
 from bench.scenarios import create_event, hdr, token
 
-RESULTS = Path(__file__).parent / "results"
 ACCEPT_WITHIN_S = 15.0  # the bound: the first order accepted within 15 s of the kill
 SETTINGS = {
     "TICKETRY_RATE_ORDERS_PER_MIN": "0",
@@ -219,14 +217,7 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=5.0, help="orders a second through HAProxy during a failover")
     args = ap.parse_args()
     got = run(args.seconds, args.pairs, args.connections, args.failovers, args.rate)
-    rows = table(got)
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    print()
-    for r in rows:
-        print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"ha-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(got, indent=1, default=str))
+    path = flood.show_and_save(table(got), got, "ha")
     print(f"\nwritten {path} ({got['wall_s']} s)")
     return 0 if verdict(got) else 1
 
