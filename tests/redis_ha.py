@@ -23,7 +23,6 @@ with a deadline that only bounds a hang.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
@@ -36,6 +35,8 @@ from pathlib import Path
 import redis
 import redis.asyncio
 from ticketry_devstack.procs import Proc, free_port, redis_proc, wait_port
+
+from tests.helpers import eventually
 
 MASTER = "ticketry"
 QUORUM = 2
@@ -209,31 +210,31 @@ class RedisHA:
     async def wait_promoted(self, old: int, timeout_s: float = 120.0) -> int:
         """Wait until every live sentinel names a node other than ``old``
         primary and that node says it is one; that node."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        async def promoted() -> tuple[int] | None:
             named = {p for p in await self.named_primaries() if p is not None}
-            if len(named) == 1 and (port := next(iter(named))) != self.node_ports[old]:
-                node = self.node_ports.index(port)
-                role = await self.role(node)
-                if role is not None and role[0] == b"master":
-                    return node
-            assert time.monotonic() < deadline, f"no replica promoted after {timeout_s}s: sentinels name {named}"
-            await asyncio.sleep(0.1)
+            if len(named) != 1 or (port := next(iter(named))) == self.node_ports[old]:
+                return None
+            node = self.node_ports.index(port)
+            role = await self.role(node)
+            return (node,) if role is not None and role[0] == b"master" else None
+
+        (node,) = await eventually(promoted, f"a replica of redis-{old} promoted", timeout_s)
+        return node
 
     async def wait_replica_of(self, node: int, primary: int, timeout_s: float = 120.0) -> None:
         """Wait until ``node`` replicates ``primary`` with its link up."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        async def following() -> bool:
             role = await self.role(node)
-            if (
+            return (
                 role is not None
                 and role[0] == b"slave"
                 and int(str(role[2])) == self.node_ports[primary]
                 and role[3] == b"connected"
-            ):
-                return
-            assert time.monotonic() < deadline, f"redis-{node} is not a replica of redis-{primary}: {role}"
-            await asyncio.sleep(0.1)
+            )
+
+        await eventually(following, f"redis-{node} a replica of redis-{primary}", timeout_s)
 
 
 @contextlib.contextmanager
