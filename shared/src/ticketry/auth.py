@@ -441,6 +441,14 @@ def verify_link(token: str, scope: str, *, secret: str, leeway_s: int = 30) -> P
     return principal
 
 
+def bearer_of(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value (the
+    scheme in any case), or None for none, another scheme or an empty token."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
 def verify_bearer_or_link(verifier: TokenVerifier, secret: str, token: str, scope: str) -> Principal:
     """Who ``token`` speaks for: a bearer token, or a link for exactly ``scope``
     (``order:<id>`` or ``queue:<id>``: the buyer's page of that order or place);

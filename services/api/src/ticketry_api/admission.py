@@ -47,7 +47,7 @@ from prometheus_client import Counter, Gauge
 from redis.asyncio import Redis
 from redis.driver_info import DriverInfo
 from starlette.types import ASGIApp, Receive, Scope, Send
-from ticketry.auth import AuthError, UnboundStaffError
+from ticketry.auth import AuthError, UnboundStaffError, bearer_of
 from ticketry.db import connect_redis
 from ticketry.redis_ha import RedisTarget
 
@@ -255,9 +255,7 @@ def bearer_token(scope: Scope) -> str | None:
     """The token of the request's ``Authorization: Bearer`` header, if any."""
     for name, value in scope.get("headers") or []:
         if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").strip().partition(" ")
-            token = token.strip()
-            return token if scheme.lower() == "bearer" and token else None
+            return bearer_of(value.decode("latin-1"))
     return None
 
 

@@ -18,6 +18,7 @@ from typing import Final, get_args
 
 from prometheus_client import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from ticketry.auth import bearer_of
 from ticketry.settings import is_loopback_host
 
 from ticketry_api.checkins import Outcome
@@ -95,7 +96,6 @@ def scrape_refusal(token: str | None, authorization: str | None, peer: str | Non
     the local Prometheus of a single host. None: allowed. The series tell
     order and check-in volumes and failures: nothing for the open internet."""
     if token:
-        scheme, _, offered = (authorization or "").partition(" ")
-        bearer = scheme.lower() == "bearer"
-        return None if hmac.compare_digest(offered.strip().encode(), token.encode()) and bearer else 401
+        offered = bearer_of(authorization) or ""
+        return None if hmac.compare_digest(offered.encode(), token.encode()) else 401
     return None if peer is not None and is_loopback_host(peer) else 403
