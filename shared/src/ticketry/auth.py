@@ -395,7 +395,7 @@ def issue_token(
 # (``…/o/<order>#t=<jwt>``) or a waiting-room place's (``…/q/<queue id>#t=<jwt>``).
 ORDER_SCOPE = "order:"
 QUEUE_SCOPE = "queue:"
-ORDER_LINK_AUDIENCE = "ticketry:order-link"  # the audience of every link (named before places had links)
+ORDER_LINK_AUDIENCE = "ticketry:order-link"  # the audience of every link, an order's or a place's
 _ORDER_LINK_KEY_LABEL = b"ticketry order link v1"
 
 

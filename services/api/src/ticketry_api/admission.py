@@ -1,14 +1,10 @@
 """Backpressure on ``POST /v1/orders``: a bound on the orders in flight, a
 short queue, and ``503`` with ``Retry-After`` at once past both.
 
-Why (measured with ``python -m bench.rush burst``): 500 orders sent at
-once went through at about half the rate the api sustains when paced, and every
-client waited for the whole burst. An order uses one Redis connection at a
-time, so 500 concurrent orders wanted 500: the pool opened a connection per
-request, on the api's one event loop (TCP connect, ``HELLO``/``CLIENT
-SETINFO``, and redis-py's ``DriverInfo`` reading package metadata for each
-one), a third to a half of the api's CPU during the burst; past redis-py's
-default of 100 connections the rest failed with 500. So:
+An order uses one Redis connection at a time, so N orders at once want N
+connections: opened on the api's one event loop (TCP connect, ``HELLO``/``CLIENT
+SETINFO``, the driver's metadata) they cost the CPU the orders need, and past
+the pool's bound the rest would fail. So:
 
 * at most ``TICKETRY_MAX_INFLIGHT_ORDERS`` orders run at once (the pool never
   needs more connections than that, plus the background work's);

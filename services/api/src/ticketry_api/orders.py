@@ -127,10 +127,6 @@ def request_hash(body: OrderIn) -> str:
     return hashlib.sha256(orjson.dumps(body.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def price_of(event: Event) -> Decimal:
-    return minor_to_decimal(event.price_minor)
-
-
 def minor_to_decimal(minor: int) -> Decimal:
     return Decimal(minor).scaleb(-2)
 

@@ -328,15 +328,6 @@ class CheckinOut(BaseModel):
     checked_in_at: datetime
 
 
-class ProblemOut(BaseModel):
-    """An error (RFC 9457 problem details)."""
-
-    type: str = "about:blank"
-    status: int
-    title: str
-    detail: str = ""
-
-
 class CancelOut(BaseModel):
     id: str
     status: Literal["cancelled"]

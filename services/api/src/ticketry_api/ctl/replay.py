@@ -70,10 +70,6 @@ def _ms(entry_id: str) -> int:
     return streams.stream_key(entry_id)[0]
 
 
-def _older(a: str, b: str) -> bool:
-    return streams.stream_key(a) < streams.stream_key(b)
-
-
 @dataclass
 class Report:
     database: str
