@@ -47,3 +47,37 @@ async def test_a_cancelled_order_gets_no_further_event_and_no_dead_letter(redis:
     events = await redis.xrange(streams.TICKET_EVENTS)
     assert [f[b"type"] for _, f in events] == [b"order.cancelled"]
     assert await redis.xlen(streams.DEAD_LETTERS) == 0
+
+
+def _pairs(fields: dict[bytes, bytes]) -> list[str]:
+    return [x.decode() for kv in fields.items() for x in kv]
+
+
+async def test_the_scripts_write_every_event_as_event_fields_spells_it(redis: Redis) -> None:
+    # Given a 1-ticket order
+    order_id, ticket_id = "or_" + "3" * 20, "tk_" + "3" * 20 + "_00000"
+    await redis.hset(streams.order_progress(order_id), mapping={"total": 1, "order_id": order_id})
+    sent = event_fields(
+        type="ticket.rendered", event_uuid=f"rendered:{ticket_id}", order_id=order_id, ticket_id=ticket_id,
+        correlation_id="c-1", traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01",
+    )  # fmt: skip
+    # When its ticket's final event is emitted (which completes the order), then the order is cancelled
+    async with redis.pipeline(transaction=True) as pipe:
+        queue_final(pipe, order_id=order_id, ticket_id=ticket_id, outcome="rendered", fields=sent)
+        await pipe.execute()
+    await redis.delete(streams.order_progress(order_id))  # a cancel after completion, to see its event too
+    await announce_cancelled(redis, order_id, 1)
+    # Then each event is event_fields' list for the same event, then the counters
+    ticket, completed, cancelled = [f for _, f in await redis.xrange(streams.TICKET_EVENTS)]
+    assert _pairs(ticket) == [*sent, "total", "1", "rendered", "1", "failed", "0"]
+    at = completed[b"occurred_at"].decode()
+    assert at == sent[sent.index("occurred_at") + 1]
+    order_event = event_fields(
+        type="order.completed", event_uuid=f"completed:{order_id}", order_id=order_id, ticket_id="", occurred_at=at
+    )
+    assert _pairs(completed) == [*order_event, "total", "1", "rendered", "1", "failed", "0"]
+    at = cancelled[b"occurred_at"].decode()
+    order_event = event_fields(
+        type="order.cancelled", event_uuid=f"cancelled:{order_id}", order_id=order_id, ticket_id="", occurred_at=at
+    )
+    assert _pairs(cancelled) == [*order_event, "total", "1", "rendered", "0", "failed", "0"]

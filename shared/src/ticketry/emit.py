@@ -13,15 +13,17 @@ not announced, so ``order.cancelled`` is the order's last event.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from string import Template
-from typing import Literal
+from typing import Any, Literal
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from ticketry import streams
+from ticketry.events import COUNTERS, EventType, event_fields
 from ticketry.replies import as_text
 
 _PROGRESS = {
@@ -30,6 +32,43 @@ _PROGRESS = {
     "cancelled": streams.PROGRESS_CANCELLED,
 }  # fmt: skip
 
+# The scripts write events in the wire format of ``ticketry.events.event_fields``:
+# their text is built from that function's own output once, at import, with
+# placeholders where a value is only known inside Redis.
+_ORDER, _AT = "\x00order\x00", "\x00at\x00"
+_SHAPE = event_fields(type="order.completed", event_uuid="", order_id="", ticket_id="", occurred_at=_AT)
+_OCCURRED_AT = _SHAPE[_SHAPE.index(_AT) - 1]
+
+
+def _quote(text: str) -> str:
+    """``text`` as a Lua string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _lua_fields(fields: Sequence[str], slots: Mapping[str, str], counters: Sequence[str]) -> str:
+    """``fields`` (name/value pairs) followed by the counters, as Lua
+    arguments: literals, except that each placeholder in ``slots`` becomes
+    its Lua expression and the counters' values are Lua expressions."""
+    split = re.compile("(" + "|".join(map(re.escape, slots)) + ")")
+
+    def lua(value: str) -> str:
+        parts = [slots[p] if p in slots else _quote(p) for p in split.split(value) if p]
+        return " .. ".join(parts) or "''"
+
+    pairs = zip(COUNTERS, counters, strict=True)
+    return ", ".join([*map(lua, fields), *(x for name, expr in pairs for x in (_quote(name), expr))])
+
+
+def _order_event(type: EventType, order_id: str, occurred_at: str, counters: Sequence[str]) -> str:
+    """The Lua arguments of an order event (``XADD stream * <these>``): its
+    ``order_id`` and ``occurred_at`` are Lua expressions, its uuid ``<kind>:<order id>``."""
+    kind = type.removeprefix("order.")
+    fields = event_fields(type=type, event_uuid=f"{kind}:{_ORDER}", order_id=_ORDER, ticket_id="", occurred_at=_AT)
+    return _lua_fields(fields, {_ORDER: order_id, _AT: occurred_at}, counters)
+
+
+_COUNTS = ("total", "rendered", "failed")  # the emit script's locals of the counters
+
 # KEYS: 1 ticket-events stream, 2 order done set, 3 order progress hash, 4 source stream,
 #       5 dead-letter stream
 # ARGV: 1 group, 2 entry id to ack ('' = none), 3 ticket id, 4 counter field
@@ -37,8 +76,7 @@ _PROGRESS = {
 #       arguments follow, 7..6+n the event's, then (optional) the dead letter's
 #       field/value pairs: parked only with a fresh final event, so two renderers
 #       that both ran out of attempts on one request (a claim race) park it once
-# The progress hash's field names come from ``streams`` ($total, $cancelled, …);
-# the event's own field names are those of ``ticketry.events.event_fields``.
+# The progress hash's field names come from ``streams`` ($total, $cancelled, …).
 _EMIT_LUA = Template("""
 if redis.call('HEXISTS', KEYS[3], '$cancelled') == 1 then
   if ARGV[2] ~= '' then redis.call('XACK', KEYS[4], ARGV[1], ARGV[2]) end
@@ -57,9 +95,9 @@ if fresh == 1 then
   local n = tonumber(ARGV[6])
   for i = 7, 6 + n do
     f[#f + 1] = ARGV[i]
-    if ARGV[i] == 'occurred_at' and (i - 7) % 2 == 0 then occurred_at = ARGV[i + 1] end
+    if ARGV[i] == '$occurred_at' and (i - 7) % 2 == 0 then occurred_at = ARGV[i + 1] end
   end
-  for _, v in ipairs({'total', total, 'rendered', rendered, 'failed', failed}) do
+  for _, v in ipairs({$ticket_counters}) do
     f[#f + 1] = v
   end
   ev = redis.call('XADD', KEYS[1], '*', unpack(f))
@@ -67,10 +105,7 @@ if fresh == 1 then
     redis.call('XADD', KEYS[5], '*', unpack(ARGV, 7 + n, #ARGV))
   end
   if total > 0 and rendered + failed == total and not redis.call('HGET', KEYS[3], '$completed') then
-    local done = redis.call('XADD', KEYS[1], '*',
-      'type', 'order.completed', 'v', '1', 'event_uuid', 'completed:' .. (p[4] or ''),
-      'order_id', p[4] or '', 'ticket_id', '', 'occurred_at', occurred_at,
-      'total', total, 'rendered', rendered, 'failed', failed)
+    local done = redis.call('XADD', KEYS[1], '*', $completed_event)
     redis.call('HSET', KEYS[3], '$completed', done)
   end
   redis.call('EXPIRE', KEYS[2], ARGV[5])
@@ -80,7 +115,12 @@ if ARGV[2] ~= '' then
   redis.call('XACK', KEYS[4], ARGV[1], ARGV[2])
 end
 return ev
-""").substitute(_PROGRESS)
+""").substitute(
+    _PROGRESS,
+    occurred_at=_OCCURRED_AT,
+    ticket_counters=_lua_fields([], {}, _COUNTS),
+    completed_event=_order_event("order.completed", "(p[4] or '')", "occurred_at", _COUNTS),
+)
 
 
 def queue_final(
@@ -125,20 +165,39 @@ def queue_final(
     pipe.eval(_EMIT_LUA, len(keys), *keys, *args)
 
 
+def emitted(command: Sequence[Any], result: Any) -> Literal["rendered", "failed"] | None:
+    """The outcome of a final event that one executed command appended: for
+    a :func:`queue_final` script (``command`` as a pipeline's command stack
+    holds it) that returned an event id, its outcome; else None (another
+    command, or a ticket that already had its event or whose order was
+    cancelled)."""
+    if result is None or len(command) < 3 or command[0] != "EVAL" or command[1] != _EMIT_LUA:
+        return None
+    outcome_at = 3 + int(command[2]) + 3  # EVAL, body, numkeys, KEYS…, group, entry id, ticket id, outcome
+    if len(command) <= outcome_at:
+        return None
+    outcome = as_text(command[outcome_at])
+    if outcome == streams.PROGRESS_RENDERED:
+        return "rendered"
+    return "failed" if outcome == streams.PROGRESS_FAILED else None
+
+
 # KEYS: 1 ticket-events stream, 2 order progress hash, 3 (optional) the buyer's held count
 # ARGV: 1 order id, 2 occurred_at, 3 ttl seconds, 4 the order's ticket count
 _CANCEL_LUA = Template("""
 local p = redis.call('HMGET', KEYS[2], '$cancelled', '$rendered', '$failed')
 if p[1] then return p[1] end
 if KEYS[3] then redis.call('DECRBY', KEYS[3], ARGV[4]) end
-local ev = redis.call('XADD', KEYS[1], '*',
-  'type', 'order.cancelled', 'v', '1', 'event_uuid', 'cancelled:' .. ARGV[1],
-  'order_id', ARGV[1], 'ticket_id', '', 'occurred_at', ARGV[2],
-  'total', ARGV[4], 'rendered', tonumber(p[2]) or 0, 'failed', tonumber(p[3]) or 0)
+local ev = redis.call('XADD', KEYS[1], '*', $cancelled_event)
 redis.call('HSET', KEYS[2], '$cancelled', ev, '$total', ARGV[4])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 return ev
-""").substitute(_PROGRESS)
+""").substitute(
+    _PROGRESS,
+    cancelled_event=_order_event(
+        "order.cancelled", "ARGV[1]", "ARGV[2]", ("ARGV[4]", "tonumber(p[2]) or 0", "tonumber(p[3]) or 0")
+    ),
+)
 
 
 async def announce_cancelled(redis: Redis, order_id: str, total: int, held: str | None = None) -> str:

@@ -185,6 +185,11 @@ class TicketEvent(_Message):
         return msg
 
 
+# The counters every ticket event ends with, in this order: its order's
+# progress when the event was appended (``TicketEvent.total``, …).
+COUNTERS: tuple[str, str, str] = ("total", "rendered", "failed")
+
+
 def event_fields(
     *,
     type: EventType,
@@ -194,11 +199,14 @@ def event_fields(
     reason: str | None = None,
     correlation_id: str = "",
     traceparent: str = "",
+    occurred_at: str | None = None,
 ) -> list[str]:
-    """Field/value list of a ticket event, without the counters.
+    """Field/value list of a ticket event, without the counters: the one
+    spelling of the wire format (``occurred_at``: ISO 8601, now unless given).
 
-    The counters (total, rendered, failed) are appended inside Redis by the
-    emit script, atomically with the exactly-once check (see ``ticketry.emit``).
+    The counters (:data:`COUNTERS`) are appended inside Redis by the emit
+    scripts, atomically with the exactly-once check; those scripts write the
+    order events from this same list (see ``ticketry.emit``).
     """
     fields = [
         "type", type,
@@ -206,7 +214,7 @@ def event_fields(
         "event_uuid", event_uuid,
         "order_id", order_id,
         "ticket_id", ticket_id,
-        "occurred_at", datetime.now(UTC).isoformat(),
+        "occurred_at", occurred_at if occurred_at is not None else datetime.now(UTC).isoformat(),
         "correlation_id", correlation_id,
     ]  # fmt: skip
     if reason is not None:
@@ -226,9 +234,7 @@ def _ticket_event_v1(entry: tuple[bytes | str, dict[str, str]]) -> TicketEvent:
             "event_uuid": data["event_uuid"],
             "order_id": data["order_id"],
             "ticket_id": data.get("ticket_id") or None,
-            "total": int(data["total"]),
-            "rendered": int(data["rendered"]),
-            "failed": int(data["failed"]),
+            **{counter: int(data[counter]) for counter in COUNTERS},
             "occurred_at": data["occurred_at"],
             "reason": data.get("reason"),
             "correlation_id": data.get("correlation_id", ""),

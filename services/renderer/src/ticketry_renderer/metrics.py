@@ -34,7 +34,6 @@ from typing import Any, Final
 from prometheus_client import Counter, Histogram
 from prometheus_client import values as _values
 from ticketry import emit, streams
-from ticketry.replies import as_text
 
 LANES: Final = {streams.RENDER_VIP: "vip", streams.RENDER_STD: "standard"}
 
@@ -78,31 +77,14 @@ def count_final(stream: str, commands: Sequence[tuple[Sequence[Any], Any]], resu
     """Count the tickets whose final event this batch appended.
 
     ``commands`` is the batch pipeline's command stack as it was executed,
-    ``results`` what ``execute()`` returned for it, one per command. An emit
-    script's ARGV[4] is its outcome (``rendered`` | ``failed``); it returned an
-    id only if it appended the event (see the module docstring)."""
-    rendered = failed = 0
-    for (args, _options), result in zip(commands, results, strict=False):
-        outcome = _emitted(args, result)
-        if outcome == "rendered":
-            rendered += 1
-        elif outcome == "failed":
-            failed += 1
+    ``results`` what ``execute()`` returned for it, one per command
+    (:func:`ticketry.emit.emitted` reads each)."""
+    outcomes = [emit.emitted(args, result) for (args, _options), result in zip(commands, results, strict=False)]
     lane = lane_of(stream)
-    if rendered:
+    if rendered := outcomes.count("rendered"):
         TICKETS_RENDERED.labels(lane).inc(rendered)
-    if failed:
+    if failed := outcomes.count("failed"):
         TICKETS_FAILED.labels(lane).inc(failed)
-
-
-def _emitted(args: Sequence[Any], result: Any) -> str | None:
-    if result is None or len(args) < 3 or args[0] != "EVAL" or args[1] != emit._EMIT_LUA:
-        return None
-    outcome_at = 3 + int(args[2]) + 3  # EVAL, body, numkeys, KEYS…, group, entry id, ticket id, outcome
-    if len(args) <= outcome_at:
-        return None
-    outcome = args[outcome_at]
-    return as_text(outcome)
 
 
 def multiprocess() -> bool:
