@@ -17,7 +17,7 @@ from ticketry.db import StoreTraits, connect_mongo
 from ticketry.documents import Event, Order
 from ticketry.ids import new_id, ticket_ids
 from ticketry_api import orders
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.store import Store, ledger
 from ticketry_api.store.reads import POINT_READS
 from ticketry_api.trim import Trimmer

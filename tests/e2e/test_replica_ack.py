@@ -23,7 +23,7 @@ import pytest
 from pymongo import AsyncMongoClient
 from ticketry import streams
 from ticketry.db import connect_redis
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.replicas import replicated
 from ticketry_devstack.procs import Stack, start_stack
 

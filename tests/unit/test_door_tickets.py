@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from ticketry.ids import ticket_id
 from ticketry_api import pages
+from ticketry_api.core.problem import Problem
 from ticketry_api.door_tickets import Position, door_status, expand, orders_query, parse_position
-from ticketry_api.errors import Problem
 
 A, B, C = "or_" + "a" * 20, "or_" + "b" * 20, "or_" + "c" * 20
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.orders import NAMES_INLINE, NameLimits, check_names, check_names_within
 
 NAMES = {f"Holder {i:03d}" for i in range(100)}

@@ -33,7 +33,7 @@ from ticketry.documents import Event, Order
 from ticketry.emit import announce_cancelled
 from ticketry.storage import PdfStore
 
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.store import Store
 from ticketry_api.waitingroom import store as rooms
 

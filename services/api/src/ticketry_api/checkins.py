@@ -30,7 +30,7 @@ from ticketry.codes import InvalidCode, Keyring, Verified
 from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, utcnow
 from ticketry.ids import is_valid_id
 
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.readmodel import ticket_of
 from ticketry_api.store import Store
 

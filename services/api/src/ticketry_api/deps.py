@@ -16,7 +16,7 @@ from ticketry.storage import PdfStore
 
 from ticketry_api import ratelimit
 from ticketry_api.config import ApiSettings
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.store import Store
 from ticketry_api.web.joins import Joins
 from ticketry_api.web.links import LinkSettings

@@ -30,7 +30,7 @@ from ticketry.documents import CheckinList, Event
 from ticketry.ids import MAX_TICKETS_PER_ORDER, is_valid_id, ticket_id
 
 from ticketry_api import pages
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.store import Store
 
 DEFAULT_LIMIT = 1000

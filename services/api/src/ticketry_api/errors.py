@@ -1,4 +1,6 @@
-"""problem+json (RFC 9457) for every error the API returns."""
+"""problem+json (RFC 9457) for every error the API returns: the edge's mapping
+of a domain :class:`~ticketry_api.core.problem.Problem`, of a dependency that
+is down, and of FastAPI's own refusals."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 from ticketry.db import request_budget
 from ticketry.storage import StorageUnavailable
+
+from ticketry_api.core.problem import PROBLEM_BASE, Problem
 
 log = logging.getLogger(__name__)
 
@@ -50,32 +54,6 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
         s: {"description": _DESCRIPTIONS.get(s, "Error"), "content": {PROBLEM: {"schema": _PROBLEM_SCHEMA}}}
         for s in statuses
     }
-
-
-PROBLEM_BASE = "https://ticketry.dev/problems/"
-
-
-class Problem(Exception):
-    """Raise from anywhere in a request to answer with problem+json. ``kind``
-    names a problem a client tells apart (``type`` ends in ``/<kind>``)."""
-
-    def __init__(
-        self,
-        status: int,
-        title: str,
-        detail: str = "",
-        headers: dict[str, str] | None = None,
-        *,
-        kind: str = "",
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(title)
-        self.status, self.title, self.detail, self.headers = status, title, detail, headers
-        self.type = PROBLEM_BASE + kind if kind else "about:blank"
-        self.extra = extra or {}
-
-    def body(self) -> dict[str, Any]:
-        return {"type": self.type, "status": self.status, "title": self.title, "detail": self.detail, **self.extra}
 
 
 def problem_response(

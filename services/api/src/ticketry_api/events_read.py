@@ -7,7 +7,7 @@ from ticketry.auth import Principal
 from ticketry.documents import Event
 from ticketry.ids import is_valid_id
 
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.store import Store
 
 

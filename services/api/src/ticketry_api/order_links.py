@@ -13,8 +13,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ticketry.auth import ORDER_SCOPE, AuthError, Principal, UnboundStaffError, verify_bearer_or_link, verify_link
 
 from ticketry_api import ratelimit
+from ticketry_api.core.problem import Problem
 from ticketry_api.deps import UNBOUND_STAFF, AppState, app_state
-from ticketry_api.errors import Problem
 
 # The cookie the buyer's page sets (``POST /o/{id}/session``), path-scoped to the order's page.
 LINK_COOKIE = "ticketry_order"

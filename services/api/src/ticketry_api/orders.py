@@ -83,7 +83,7 @@ from ticketry.replies import as_text
 from ticketry.tracing import current_traceparent
 
 from ticketry_api import ratelimit
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.ratelimit import RateSettings
 from ticketry_api.replicas import ReplicaSettings, replicated
 from ticketry_api.schemas import OrderIn

@@ -5,7 +5,7 @@ the end gives an empty page, never a 422 the document did not announce."""
 
 from __future__ import annotations
 
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 
 # The patterns of each list's cursors (the id of the last item, or a place).
 EVENT_CURSOR = r"^ev_[0-9a-f]{20}$"

@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from ticketry import streams
 
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 
 Scope = Literal["orders", "tickets", "checkins", "cancels", "reads", "events", "designs"]
 

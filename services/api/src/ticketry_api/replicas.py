@@ -35,7 +35,7 @@ from typing import Protocol
 from redis.asyncio import Redis
 from ticketry import streams
 
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 
 
 class ReplicaSettings(Protocol):

@@ -19,7 +19,7 @@ from rich.console import Console
 from ticketry.db import connect_mongo, connect_redis
 from ticketry.redis_ha import DEFAULT_MASTER, PrimaryNotFound, RedisTarget, find_primary, parse_sentinels
 
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.replicas import replicated
 
 T = TypeVar("T")

@@ -9,8 +9,9 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ticketry.redis_ha import PrimaryNotFound
 
+from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State
-from ticketry_api.errors import Problem, problems
+from ticketry_api.errors import problems
 from ticketry_api.metrics import scrape_refusal
 
 router = APIRouter(tags=["health"])

@@ -26,8 +26,8 @@ from pydantic import BaseModel
 from ticketry.auth import QUEUE_SCOPE, Principal
 from ticketry.ids import is_valid_id, order_of_ticket, ticket_id
 
+from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State
-from ticketry_api.errors import Problem
 from ticketry_api.order_links import (
     LINK_COOKIE,
     bearer_scheme,

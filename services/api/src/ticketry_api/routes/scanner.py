@@ -17,8 +17,9 @@ from ticketry.documents import Event, utcnow
 from ticketry.ids import is_valid_id
 
 from ticketry_api import checkins, door_tickets, pages
+from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, rate_limited
-from ticketry_api.errors import Problem, problems
+from ticketry_api.errors import problems
 from ticketry_api.schemas import CheckinListOut
 
 router = APIRouter(tags=["checkins"])

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from ticketry.auth import Principal
 
+from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State, rate_limited
-from ticketry_api.errors import Problem, problems
+from ticketry_api.errors import problems
 from ticketry_api.pdf_answers import live_ticket_status, pdf_answer
 from ticketry_api.readmodel import TicketOf, ticket_of
 from ticketry_api.schemas import TicketOut

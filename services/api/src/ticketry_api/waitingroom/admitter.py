@@ -17,7 +17,7 @@ from ticketry.documents import Event
 from ticketry.tasks import pause
 
 from ticketry_api.admission import Admission
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.replicas import ReplicaSettings, replicated
 from ticketry_api.store import Store
 from ticketry_api.waitingroom import core, store

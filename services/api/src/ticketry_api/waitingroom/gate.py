@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from ticketry.auth import Principal
 from ticketry.documents import Event
 
-from ticketry_api.errors import Problem
+from ticketry_api.core.problem import Problem
 from ticketry_api.waitingroom import core, store
 
 

@@ -13,8 +13,9 @@ from ticketry.auth import Principal
 from ticketry.documents import Event
 from ticketry.ids import is_valid_id, new_id
 
+from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, require
-from ticketry_api.errors import Problem, problems
+from ticketry_api.errors import problems
 from ticketry_api.waitingroom import core, store
 from ticketry_api.waitingroom.admitter import on_sale_ms_of
 from ticketry_api.web.links import queue_page_url

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ticketry.auth import Principal
 from ticketry.webhook_documents import WEBHOOK_TYPES, WebhookEndpoint, WebhookType
 
+from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State, require
-from ticketry_api.errors import Problem, problems
+from ticketry_api.errors import problems
 from ticketry_api.events_read import own_event
 from ticketry_api.webhooks import index
 from ticketry_api.webhooks.config import WebhookSettings
