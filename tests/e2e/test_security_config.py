@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from ticketry.auth import Role, issue_token
 from ticketry.settings import DEV_JWT_SECRET
-from ticketry_api.middleware import CorsSettings
+from ticketry_api.middleware.security import CorsSettings
 from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port
 
 from tests.helpers import bearer, checkin_list, create_event, place_order

@@ -4,9 +4,9 @@ starts from the rate the api sustains and admits no more buyers than there
 are tickets; when the api sheds orders the room's rate drops at once, and
 with no more shedding it climbs back, a step a tick, to where it was.
 
-The api's ``Admission`` (what the tick reads of it: orders shed so far and the
+The api's ``Shedding`` (what the tick reads of it: orders shed so far and the
 measured capacity) is a small stand-in here, so the test sets the signal
-rather than producing it with a burst (``test_admission`` covers the meter).
+rather than producing it with a burst (``test_shedding`` covers the meter).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ticketry import streams
 from ticketry.db import connect_mongo
 from ticketry.documents import Event
 from ticketry.ids import new_id
-from ticketry_api.admission import Admission
+from ticketry_api.middleware.shedding import Shedding
 from ticketry_api.store import Store
 from ticketry_api.waitingroom import core, store
 from ticketry_api.waitingroom.admitter import Admitter
@@ -63,7 +63,7 @@ class Meter:
 
 @dataclass
 class Signal:
-    """The api's ``Admission`` as the admitter reads it."""
+    """The api's ``Shedding`` as the admitter reads it."""
 
     meter: Meter = field(default_factory=lambda: Meter(CAPACITY_PER_S))
     shed: int = 0  # orders answered 503 so far
@@ -95,7 +95,7 @@ async def test_shedding_drops_the_rate_at_once_and_it_climbs_back_without(redis:
     # Given a room on sale with 50 buyers for 10 tickets, and an api that sustains 40 orders/s
     event_id = await on_sale_room(redis, 50)
     signal = Signal()
-    admitter = Admitter(redis, db, cast(Admission, signal), consumer="api-test", key=core.permission_key("s"))
+    admitter = Admitter(redis, db, cast(Shedding, signal), consumer="api-test", key=core.permission_key("s"))
 
     # When the admitter ticks: the room starts from what the api sustains (probing over it)
     await admitter.tick()

@@ -1,7 +1,7 @@
 """The pure pieces that keep slow request bodies from holding anything:
 the per-address count of bodies in transit, what counts as a body, the
 bearer token read before an order's body, and the order refused before it
-is read (ticketry_api.middleware, ticketry_api.admission)."""
+is read (ticketry_api.middleware)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import orjson
 import pytest
 from starlette.types import Message, Scope
 from ticketry.auth import AuthError, UnboundStaffError
-from ticketry_api.admission import Admission, OrderGate, bearer_token
-from ticketry_api.middleware import BodyDeadline, ClientBodies, has_body
+from ticketry_api.middleware.bodies import BodyDeadline, ClientBodies, has_body
+from ticketry_api.middleware.shedding import OrderGate, Shedding, bearer_token
 
 
 def test_client_bodies_are_bounded_per_address_and_forgotten_when_done() -> None:
@@ -61,19 +61,19 @@ def test_bearer_token(value: bytes | None, expected: str | None) -> None:
 
 
 async def test_refuse_now_only_when_enter_would_shed_at_once() -> None:
-    admission = Admission(1, max_queued=1, queue_s=10.0)
-    assert admission.refuse_now() is None  # a free slot
-    await admission.enter()
-    assert admission.refuse_now() is None  # no slot, but a place in the queue
-    waiting = asyncio.create_task(admission.enter())
-    while not admission.waiters:
+    shedding = Shedding(1, max_queued=1, queue_s=10.0)
+    assert shedding.refuse_now() is None  # a free slot
+    await shedding.enter()
+    assert shedding.refuse_now() is None  # no slot, but a place in the queue
+    waiting = asyncio.create_task(shedding.enter())
+    while not shedding.waiters:
         await asyncio.sleep(0)
-    retry_after = admission.refuse_now()  # the queue is full: refused, and counted
-    assert retry_after is not None and retry_after >= 1 and admission.shed == 1
-    admission.leave(accepted=True)
+    retry_after = shedding.refuse_now()  # the queue is full: refused, and counted
+    assert retry_after is not None and retry_after >= 1 and shedding.shed == 1
+    shedding.leave(accepted=True)
     await waiting
-    admission.leave(accepted=True)
-    assert admission.refuse_now() is None and admission.inflight == 0
+    shedding.leave(accepted=True)
+    assert shedding.refuse_now() is None and shedding.inflight == 0
 
 
 def _scope(client: str = "10.0.0.1") -> Scope:
@@ -193,7 +193,7 @@ async def test_order_gate_refuses_without_a_valid_token_before_the_body(
 
     headers = [(b"content-length", b"2000000")] + ([(b"authorization", authorization)] if authorization else [])
     scope = {"type": "http", "method": "POST", "path": "/v1/orders", "headers": headers}
-    await OrderGate(app, Admission(1, max_queued=0, queue_s=1.0), verify)(scope, receive, send)
+    await OrderGate(app, Shedding(1, max_queued=0, queue_s=1.0), verify)(scope, receive, send)
     if expected == "app":
         assert ran == ["app"] and not sent
     else:
@@ -204,8 +204,8 @@ async def test_order_gate_refuses_without_a_valid_token_before_the_body(
 
 
 async def test_order_gate_sheds_first_when_no_slot_or_place_is_left() -> None:
-    admission = Admission(1, max_queued=0, queue_s=1.0)
-    await admission.enter()  # the one slot taken, no queue
+    shedding = Shedding(1, max_queued=0, queue_s=1.0)
+    await shedding.enter()  # the one slot taken, no queue
 
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         raise AssertionError("ran")
@@ -222,5 +222,5 @@ async def test_order_gate_sheds_first_when_no_slot_or_place_is_left() -> None:
         raise AssertionError("read")
 
     scope = {"type": "http", "method": "POST", "path": "/v1/orders", "headers": []}
-    await OrderGate(app, admission, verify)(scope, receive, send)
+    await OrderGate(app, shedding, verify)(scope, receive, send)
     assert sent[0]["status"] == 503 and int(dict(sent[0]["headers"])[b"retry-after"]) >= 1

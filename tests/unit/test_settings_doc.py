@@ -14,7 +14,7 @@ from ticketry.auth import JwtSettings
 from ticketry.settings import CommonSettings, ServingSettings
 from ticketry_api.config import ApiSettings
 from ticketry_api.ctl.common import CtlSettings
-from ticketry_api.middleware import CorsSettings
+from ticketry_api.middleware.security import CorsSettings
 from ticketry_api.ratelimit import RateSettings
 from ticketry_api.web.links import LinkSettings
 from ticketry_api.webhooks.config import WebhookSettings

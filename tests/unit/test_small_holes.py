@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 from ticketry_api.checkins import nonces_expired_before
 from ticketry_api.config import ApiSettings, shop_origin
-from ticketry_api.metrics import scrape_refusal
+from ticketry_api.middleware.metrics import scrape_refusal
 
 TOKEN = "scrape-me-0123456789"
 

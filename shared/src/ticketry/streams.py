@@ -350,7 +350,7 @@ WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 # ``ticketry:room:{event}:admitter`` (string: holder) — the one api admitting for
 #     the room, ``PX ROOM_ADMITTER_LOCK_MS``, renewed each tick.
 # ``ticketry:api:capacity`` (hash: api consumer → JSON {capacity, shed_per_s, at})
-#     Each api process's measured order rate (ticketry_api.admission), written
+#     Each api process's measured order rate (ticketry_api.middleware.shedding), written
 #     every tick; the admitter sums the fresh ones. Entries older than a minute are deleted.
 ROOMS: Final = "ticketry:rooms"
 # ``ticketry:queue:{queue id}`` (``queue_place``)

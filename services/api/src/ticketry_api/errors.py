@@ -15,8 +15,6 @@ from pymongo.errors import ConnectionFailure
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
-from ticketry.db import request_budget
 from ticketry.storage import StorageUnavailable
 
 from ticketry_api.core.problem import PROBLEM_BASE, Problem
@@ -79,23 +77,6 @@ def unavailable(what: str) -> JSONResponse:
     )
 
 
-class DependencyBudget:
-    """Runs every HTTP request under :func:`ticketry.db.request_budget`: a
-    request that needs Redis while it is down gives up within a second (and
-    answers 503) instead of retrying for the whole outage. Background work
-    keeps its patient retries."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        with request_budget():
-            await self.app(scope, receive, send)
-
-
 def allowed_methods(request: Request) -> str:
     """Every method the request's path is served with (a 405's ``Allow``), from
     the OpenAPI document: Starlette names only the first route at the path."""
@@ -107,8 +88,6 @@ def allowed_methods(request: Request) -> str:
 
 
 def install(app: FastAPI) -> None:
-    app.add_middleware(DependencyBudget)
-
     # Dependencies down: 503 with Retry-After, never a 500. (A handler for a
     # class of its own, not the catch-all below: Starlette re-raises after the
     # catch-all answers, and uvicorn then closes the client's connection.)

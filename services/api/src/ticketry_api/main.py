@@ -21,12 +21,15 @@ from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
-from ticketry_api import errors, metrics, openapi_links, retention, waitingroom, webhooks
-from ticketry_api.admission import Admission, OrderAdmission, OrderGate, bounded_redis
+from ticketry_api import errors, openapi_links, retention, waitingroom, webhooks
 from ticketry_api.checkins import forget_old_nonces
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
-from ticketry_api.middleware import BodyDeadline, BodyLimit, SecurityHeaders
+from ticketry_api.middleware.bodies import BodyDeadline, BodyLimit
+from ticketry_api.middleware.budget import DependencyBudget
+from ticketry_api.middleware.metrics import RequestMetrics
+from ticketry_api.middleware.security import SecurityHeaders
+from ticketry_api.middleware.shedding import OrderGate, OrderSlots, Shedding, bounded_redis
 from ticketry_api.orders import sweep_outbox
 from ticketry_api.projector import run_projector
 from ticketry_api.routes import asyncapi as asyncapi_routes
@@ -85,7 +88,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         tasks.append(
             asyncio.create_task(webhooks.run(redis, db, app.state.ticketry.webhooks, stop))
         )  # webhook dispatcher + sender
-        tasks.append(asyncio.create_task(waitingroom.run(redis, db, app.state.admission, settings, stop)))  # admission
+        tasks.append(asyncio.create_task(waitingroom.run(redis, db, app.state.shedding, settings, stop)))  # admission
         if settings.pdf_retention_days:  # PDFs of past events (retention.py)
             pdfs = app.state.ticketry.pdf_store()
             sweep = functools.partial(retention.sweep, redis, pdfs, settings.pdf_retention_days)
@@ -110,10 +113,11 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         description="Events, orders, tickets, PDF download and check-in.",
     )
     errors.install(app)
-    app.state.admission = Admission(
+    app.add_middleware(DependencyBudget)  # innermost: a request's dependencies give up within its budget
+    app.state.shedding = Shedding(
         settings.max_inflight_orders, max_queued=settings.max_queued_orders, queue_s=settings.order_queue_s
     )
-    app.add_middleware(OrderAdmission, admission=app.state.admission)  # POST /v1/orders: bound, queue, 503
+    app.add_middleware(OrderSlots, shedding=app.state.shedding)  # POST /v1/orders: bound, queue, 503
     # Every body whole (408 past the deadline, 429 past the per-address bound)
     # before an order takes a slot: a trickled body holds none.
     app.add_middleware(
@@ -121,11 +125,11 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     )
     # POST /v1/orders: 503 when it would be shed anyway, 401 without a valid token; the body not yet read.
     app.add_middleware(
-        OrderGate, admission=app.state.admission, verify=lambda tok: app.state.ticketry.token_verifier().verify(tok)
+        OrderGate, shedding=app.state.shedding, verify=lambda tok: app.state.ticketry.token_verifier().verify(tok)
     )
     app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(metrics.RequestMetrics)  # outermost: counts every answer, 413s included
+    app.add_middleware(RequestMetrics)  # outermost: counts every answer, 413s included
     for r in (events.router, orders.router, tickets.router, checkins.router, health.router):
         app.include_router(r)
     app.include_router(downloads.router)  # GET /v1/orders/{id}/pdf (download all)

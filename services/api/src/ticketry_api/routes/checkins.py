@@ -9,9 +9,10 @@ from fastapi.responses import JSONResponse
 from ticketry.auth import Principal
 from ticketry.codes import rotate_key
 
-from ticketry_api import checkins, metrics
+from ticketry_api import checkins
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import PROBLEM, problems
+from ticketry_api.middleware import metrics
 from ticketry_api.orders import request_upcoming_designs
 from ticketry_api.schemas import CheckinIn, CheckinOut, SigningKeysOut
 

@@ -12,7 +12,7 @@ from ticketry.redis_ha import PrimaryNotFound
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State
 from ticketry_api.errors import problems
-from ticketry_api.metrics import scrape_refusal
+from ticketry_api.middleware.metrics import scrape_refusal
 
 router = APIRouter(tags=["health"])
 

@@ -14,19 +14,19 @@ import socket
 
 from redis.asyncio import Redis
 
-from ticketry_api.admission import Admission
 from ticketry_api.config import ApiSettings
+from ticketry_api.middleware.shedding import Shedding
 from ticketry_api.store import Store
 from ticketry_api.waitingroom.admitter import Admitter
 from ticketry_api.waitingroom.core import permission_key
 
 
-async def run(redis: Redis, db: Store, admission: Admission, settings: ApiSettings, stop: asyncio.Event) -> None:
+async def run(redis: Redis, db: Store, shedding: Shedding, settings: ApiSettings, stop: asyncio.Event) -> None:
     """The admission loop of this api process, until ``stop``."""
     admitter = Admitter(
         redis,
         db,
-        admission,
+        shedding,
         consumer=f"api-{socket.gethostname()}-{os.getpid()}",
         key=permission_key(settings.jwt_key),
         tick_s=settings.room_tick_s,

@@ -16,8 +16,8 @@ from redis.asyncio import Redis
 from ticketry.documents import Event
 from ticketry.tasks import pause
 
-from ticketry_api.admission import Admission
 from ticketry_api.core.problem import Problem
+from ticketry_api.middleware.shedding import Shedding
 from ticketry_api.replicas import ReplicaSettings, replicated
 from ticketry_api.store import Store
 from ticketry_api.waitingroom import core, store
@@ -38,7 +38,7 @@ class _Room:
 class Admitter:
     redis: Redis
     db: Store
-    admission: Admission
+    shedding: Shedding
     consumer: str
     key: bytes  # core.permission_key
     tick_s: float = 1.0
@@ -61,9 +61,9 @@ class Admitter:
         now = time.monotonic()
         now_ms = int(time.time() * 1000)
         dt = now - self._last_at if self._last_at else self.tick_s
-        shed_per_s = (self.admission.shed - self._last_shed) / max(dt, 1e-3)
-        self._last_shed, self._last_at = self.admission.shed, now
-        await store.report_capacity(self.redis, self.consumer, self.admission.meter.rate(now), shed_per_s, now_ms)
+        shed_per_s = (self.shedding.shed - self._last_shed) / max(dt, 1e-3)
+        self._last_shed, self._last_at = self.shedding.shed, now
+        await store.report_capacity(self.redis, self.consumer, self.shedding.meter.rate(now), shed_per_s, now_ms)
         for event_id in await store.rooms(self.redis):
             if await store.hold_lock(self.redis, event_id, self.consumer):
                 await self.tick_room(event_id, now, now_ms)
@@ -98,7 +98,7 @@ class Admitter:
         room.last_used, room.last_at = st.used, now
         cap, shed = await store.api_capacity(self.redis, now_ms, fresh_ms=int(3000 * max(self.tick_s, 1.0)))
         signals = core.Signals(
-            capacity_per_s=cap or self.admission.meter.rate(now), used_per_s=room.used_per_s, shed_per_s=shed,
+            capacity_per_s=cap or self.shedding.meter.rate(now), used_per_s=room.used_per_s, shed_per_s=shed,
             outstanding=st.outstanding,
         )  # fmt: skip
         # A room's first tick starts from what the api sustains (measured), then adjusts.

@@ -1,4 +1,4 @@
-"""The in-flight bound of POST /v1/orders (ticketry_api.admission): slots, the
+"""The in-flight bound of POST /v1/orders (ticketry_api.middleware.shedding): slots, the
 FIFO queue, shedding, and the capacity meter, on a clock the test moves."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from ticketry_api.admission import Admission, CapacityMeter, Shed
+from ticketry_api.middleware.shedding import CapacityMeter, Shed, Shedding
 
 
 class Clock:
@@ -43,7 +43,7 @@ def test_capacity_meter(seconds: list[tuple[int, bool]], expected: float) -> Non
 
 async def test_slots_then_queue_in_order_then_shed() -> None:
     clock = Clock()
-    adm = Admission(2, max_queued=2, queue_s=10.0, initial_rate=1.0, clock=clock)
+    adm = Shedding(2, max_queued=2, queue_s=10.0, initial_rate=1.0, clock=clock)
     # Given two orders in flight (the bound)
     await adm.enter()
     await adm.enter()
@@ -74,7 +74,7 @@ async def test_slots_then_queue_in_order_then_shed() -> None:
 
 async def test_queue_only_while_the_expected_wait_fits() -> None:
     # At 1 order/s and 2 s of queue, the third waiter would wait 3 s: shed.
-    adm = Admission(1, max_queued=100, queue_s=2.0, initial_rate=1.0, clock=Clock())
+    adm = Shedding(1, max_queued=100, queue_s=2.0, initial_rate=1.0, clock=Clock())
     await adm.enter()
     waiting = [asyncio.create_task(adm.enter()) for _ in range(2)]
     await asyncio.sleep(0)
@@ -89,7 +89,7 @@ async def test_queue_only_while_the_expected_wait_fits() -> None:
 
 
 async def test_no_queue_sheds_past_the_bound() -> None:
-    adm = Admission(1, max_queued=0, queue_s=2.0, clock=Clock())
+    adm = Shedding(1, max_queued=0, queue_s=2.0, clock=Clock())
     await adm.enter()
     with pytest.raises(Shed):
         await adm.enter()
@@ -99,7 +99,7 @@ async def test_no_queue_sheds_past_the_bound() -> None:
 
 
 async def test_a_cancelled_waiter_gives_its_place_up() -> None:
-    adm = Admission(1, max_queued=5, queue_s=100.0, clock=Clock())
+    adm = Shedding(1, max_queued=5, queue_s=100.0, clock=Clock())
     await adm.enter()
     first = asyncio.create_task(adm.enter())
     second = asyncio.create_task(adm.enter())
@@ -115,7 +115,7 @@ async def test_a_cancelled_waiter_gives_its_place_up() -> None:
 
 async def test_a_waiter_whose_slot_never_comes_is_shed_not_failed() -> None:
     # Given the one slot held for good and a queue that promises a short wait
-    adm = Admission(1, max_queued=5, queue_s=0.1, initial_rate=100.0)
+    adm = Shedding(1, max_queued=5, queue_s=0.1, initial_rate=100.0)
     await adm.enter()
     # When a waiter's bound (1.5 x the promise + 0.5 s) passes, it gets Shed (a 503), nothing else
     with pytest.raises(Shed):
@@ -125,7 +125,7 @@ async def test_a_waiter_whose_slot_never_comes_is_shed_not_failed() -> None:
 
 async def test_waiters_the_measured_rate_cannot_serve_in_time_are_shed_at_once() -> None:
     # Given 20 waiters queued at a measured 4 orders/s (each promised at most 5 s)
-    adm = Admission(1, max_queued=100, queue_s=5.0, initial_rate=4.0, clock=Clock())
+    adm = Shedding(1, max_queued=100, queue_s=5.0, initial_rate=4.0, clock=Clock())
     await adm.enter()
     waiting = [asyncio.create_task(adm.enter()) for _ in range(20)]
     await asyncio.sleep(0)

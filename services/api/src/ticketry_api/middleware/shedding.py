@@ -19,7 +19,7 @@ the pool's bound the rest would fail. So:
 A slot is only ever held by a request that has a valid bearer token and whose
 body is whole: :class:`OrderGate` answers 401 (and an order that would be shed
 anyway 503) before the body is read, ``middleware.BodyDeadline`` then reads the
-body within its deadline, and only then :class:`OrderAdmission` takes a slot.
+body within its deadline, and only then :class:`OrderSlots` takes a slot.
 A client that trickles its body therefore holds no slot, and the seconds it
 takes do not count as the api's (the meter below sees only slot time).
 
@@ -107,7 +107,7 @@ class Shed(Exception):
         self.retry_after_s = retry_after_s
 
 
-class Admission:
+class Shedding:
     """The in-flight bound and its queue (one per api process)."""
 
     def __init__(
@@ -276,14 +276,14 @@ class OrderGate:
     answers a genuine but unusable token). Neither reads the body or takes a
     slot."""
 
-    def __init__(self, app: ASGIApp, admission: Admission, verify: Callable[[str], object]) -> None:
-        self.app, self.admission, self.verify = app, admission, verify
+    def __init__(self, app: ASGIApp, shedding: Shedding, verify: Callable[[str], object]) -> None:
+        self.app, self.shedding, self.verify = app, shedding, verify
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not _is_order(scope):
             await self.app(scope, receive, send)
             return
-        retry_after_s = self.admission.refuse_now()
+        retry_after_s = self.shedding.refuse_now()
         if retry_after_s is not None:
             body, headers = _shed_response(retry_after_s)
             await send({"type": "http.response.start", "status": 503, "headers": headers})
@@ -309,22 +309,22 @@ class OrderGate:
         await send({"type": "http.response.body", "body": body})
 
 
-class OrderAdmission:
+class OrderSlots:
     """Pure-ASGI middleware: ``POST /v1/orders`` runs only with a slot of
-    :class:`Admission`; without one it is answered 503 (at once, or after its
+    :class:`Shedding`; without one it is answered 503 (at once, or after its
     short wait in the queue). It sits inside :class:`OrderGate` and
     ``middleware.BodyDeadline``: the token is valid and the body whole before
     a slot is taken."""
 
-    def __init__(self, app: ASGIApp, admission: Admission) -> None:
-        self.app, self.admission = app, admission
+    def __init__(self, app: ASGIApp, shedding: Shedding) -> None:
+        self.app, self.shedding = app, shedding
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not _is_order(scope):
             await self.app(scope, receive, send)
             return
         try:
-            await self.admission.enter()
+            await self.shedding.enter()
         except Shed as shed:
             body, headers = _shed_response(shed.retry_after_s)
             await send({"type": "http.response.start", "status": 503, "headers": headers})
@@ -341,7 +341,7 @@ class OrderAdmission:
         try:
             await self.app(scope, receive, observed)  # type: ignore[arg-type]
         finally:
-            self.admission.leave(accepted=status == 202)
+            self.shedding.leave(accepted=status == 202)
 
 
 def bounded_redis(target: RedisTarget | str, *, max_connections: int, wait_s: float, timeout_s: float = 10.0) -> Redis:
