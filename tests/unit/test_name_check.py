@@ -6,20 +6,22 @@ from __future__ import annotations
 import time
 
 import pytest
+from ticketry import fonts
+from ticketry_api.core.names import NAMES_INLINE, NameLimits, check_names
 from ticketry_api.core.problem import Problem
-from ticketry_api.orders import NAMES_INLINE, NameLimits, check_names, check_names_within
+from ticketry_api.orders import check_names_within
 
 NAMES = {f"Holder {i:03d}" for i in range(100)}
 
 
 def test_a_check_past_its_deadline_stops_before_the_next_name() -> None:
-    assert check_names(NAMES, deadline=time.monotonic() - 1) is False
-    assert check_names(NAMES) is True
+    assert check_names(NAMES, fonts.undrawable, fonts.fits, deadline=time.monotonic() - 1) is False
+    assert check_names(NAMES, fonts.undrawable, fonts.fits) is True
 
 
 def test_an_undrawable_name_is_found_before_any_is_shaped() -> None:
     with pytest.raises(Problem) as got:
-        check_names({*NAMES, "Runes ᚠᚢᚦ", "W" * 120})
+        check_names({*NAMES, "Runes ᚠᚢᚦ", "W" * 120}, fonts.undrawable, fonts.fits)
     assert (got.value.status, got.value.title) == (422, "name cannot be printed")
 
 

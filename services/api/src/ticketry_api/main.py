@@ -30,7 +30,7 @@ from ticketry_api.middleware.budget import DependencyBudget
 from ticketry_api.middleware.metrics import RequestMetrics
 from ticketry_api.middleware.security import SecurityHeaders
 from ticketry_api.middleware.shedding import OrderGate, OrderSlots, Shedding, bounded_redis
-from ticketry_api.orders import sweep_outbox
+from ticketry_api.outbox import sweep_outbox
 from ticketry_api.projector import run_projector
 from ticketry_api.routes import asyncapi as asyncapi_routes
 from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets

@@ -31,7 +31,7 @@ The outbox lives beside the render stream it guards, so step 4 closes it
 atomically.
 
 An in-flight entry older than the grace means its api crashed or stalled. The
-sweep (every api runs it; each step is idempotent) re-enqueues a recorded
+sweep (``outbox.sweep_outbox``; every api runs it; each step is idempotent) re-enqueues a recorded
 order (renderers are idempotent per ticket, so a second copy is harmless), or,
 when there is no order, gives its reservation back (never oversold, and not
 lost). The sweep and a merely *slow* request must not both win — releasing the
@@ -62,53 +62,35 @@ the render requests themselves.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from decimal import Decimal
 
-import orjson
 from redis.asyncio import Redis
-from ticketry import designs, fonts, streams
+from ticketry import fonts, streams
 from ticketry.auth import Principal
 from ticketry.codes import Keyring
-from ticketry.documents import Event, Order, Tier, is_placed, utcnow
-from ticketry.events import RenderRequest
-from ticketry.ids import is_valid_id, new_id, ticket_id, ticket_ids
+from ticketry.documents import Event, Order, Tier
+from ticketry.ids import is_valid_id, new_id, ticket_ids
 from ticketry.replies import as_text
-from ticketry.tracing import current_traceparent
 
 from ticketry_api import ratelimit
+from ticketry_api.core import orders as rules
+from ticketry_api.core.names import NAMES_INLINE, NameLimits, busy, check_count, check_names
+from ticketry_api.core.pricing import unit_price_of
 from ticketry_api.core.problem import Problem
 from ticketry_api.ratelimit import RateSettings
+from ticketry_api.renders import ticket_request
 from ticketry_api.replicas import ReplicaSettings, replicated
 from ticketry_api.schemas import OrderIn
 from ticketry_api.store import Store
-from ticketry_api.waitingroom import store as rooms
 
 log = logging.getLogger(__name__)
-SWEEP_BATCH = 500
-
-# Up to this many distinct names (most orders have one) are checked on the
-# event loop: a few shapes cost less than the hop to a thread.
-NAMES_INLINE = 8
 # Shaping holds the GIL for most of its work, so more threads would not check
 # names faster; two keep one big order from making every other wait, and
 # leave the loop its share of the GIL.
 _NAME_CHECKERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="names")
-
-
-@dataclass(frozen=True, slots=True)
-class NameLimits:
-    """The bounds of an order's name check (``ApiSettings.max_distinct_names``,
-    ``name_check_budget_s``)."""
-
-    max_distinct: int
-    budget_s: float
 
 
 # KEYS: the in-flight set, and the buyer's held count when the tier has a
@@ -121,22 +103,6 @@ if removed == 1 and #KEYS > 1 and redis.call('EXISTS', KEYS[2]) == 1 then
 end
 return removed
 """
-
-
-def request_hash(body: OrderIn) -> str:
-    return hashlib.sha256(orjson.dumps(body.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def minor_to_decimal(minor: int) -> Decimal:
-    return Decimal(minor).scaleb(-2)
-
-
-def unit_price_of(order: Order, event: Event) -> Decimal:
-    """What each ticket of ``order`` was sold at."""
-    if order.unit_price_minor is not None:
-        return minor_to_decimal(order.unit_price_minor)
-    tier = event.tier(order.tier)
-    return minor_to_decimal(tier.price_minor if tier is not None else event.price_minor)
 
 
 def member_of(order: Order) -> str:
@@ -170,9 +136,8 @@ async def place_order(
     replayed Idempotency-Key, or an order refused before (404, unknown tier,
     the on-sale's gate) does not. The tickets the buyer holds in a tier with
     ``max_per_buyer`` are counted in the same MULTI as the outbox entry."""
-    if body.quantity > max_quantity:
-        raise Problem(422, "quantity too large", f"at most {max_quantity} tickets per order")
-    digest = request_hash(body)
+    rules.check_quantity(body.quantity, max_quantity)
+    digest = rules.request_hash(body.model_dump(mode="json"))
     if idempotency_key and (known := await _known_repeat(store, redis, principal, idempotency_key)) is not None:
         return await _replay(redis, known, digest, principal)
     event, tier = await _sellable(store, body, gate)
@@ -191,7 +156,7 @@ async def place_order(
         await _give_back(redis, order, tier)
         if idempotency_key and (winner := await store.orders.by_idem(order.idem)) is not None:
             return await _replay(redis, winner, digest, principal)
-        raise Problem(409, "sold out", f"the event or its tier {tier.id!r} has fewer tickets left than requested")
+        raise rules.sold_out(tier.id)
     first_dup, _ = await taken.written()
     return await record(redis, keyring, store, event, order, order_written=first_dup != 0)
 
@@ -208,16 +173,14 @@ async def _known_repeat(store: Store, redis: Redis, principal: Principal, idempo
 async def _sellable(store: Store, body: OrderIn, gate: Callable[[Event], Awaitable[None]] | None) -> tuple[Event, Tier]:
     """The event and tier ``body`` asks for, once its on-sale's rules let it
     through: 404 for no such event, 422 for no such tier."""
-    if not is_valid_id(body.event_id, "ev"):
-        raise Problem(404, "event not found")
-    event = await store.event(body.event_id)
+    event = await store.event(body.event_id) if is_valid_id(body.event_id, "ev") else None
     if event is None:
-        raise Problem(404, "event not found")
+        raise rules.event_not_found()
     if gate is not None:  # the on-sale's rules (waitingroom.gate); not for a replay
         await gate(event)
     tier = event.tier(body.tier)
     if tier is None:
-        raise Problem(422, "unknown tier", f"this event sells the tiers {', '.join(t.id for t in event.tier_list())}")
+        raise rules.unknown_tier(t.id for t in event.tier_list())
     return event, tier
 
 
@@ -244,106 +207,20 @@ def _new_order(
 
 
 async def check_names_within(names: set[str], limits: NameLimits) -> None:
-    """:func:`check_names` for an order's distinct ``names``: 422 past
+    """:func:`~ticketry_api.core.names.check_names` for an order's distinct ``names``: 422 past
     ``limits.max_distinct`` of them; more than :data:`NAMES_INLINE` are shaped
     on a checker thread, so the event loop (every other request of this
     process) goes on meanwhile. Past the time budget, counted from now (so a
     wait for a free checker counts, and a queue of big orders drains by
     itself), 503 with Retry-After: the names may be fine, the process is busy."""
-    if len(names) > limits.max_distinct:
-        raise Problem(
-            422,
-            "too many names",
-            f"at most {limits.max_distinct} distinct holder names per order (the same name may be on any number of "
-            f"tickets); this order has {len(names)}",
-        )
+    check_count(names, limits)
     if len(names) <= NAMES_INLINE:
-        check_names(names)
+        check_names(names, fonts.undrawable, fonts.fits)
         return
     deadline = time.monotonic() + limits.budget_s
-    if not await asyncio.get_running_loop().run_in_executor(_NAME_CHECKERS, check_names, names, deadline):
-        raise Problem(
-            503,
-            "busy",
-            f"the order's {len(names)} holder names could not be checked within {limits.budget_s:g} s; retry",
-            {"Retry-After": str(max(1, math.ceil(limits.budget_s)))},
-        )
-
-
-def check_names(names: set[str], deadline: float = math.inf) -> bool:
-    """422 for a name the ticket cannot print: a character no font of the
-    design's chain draws (never boxes), or too long for its line even at the
-    smallest size (never wrapped). False, having stopped, once
-    ``time.monotonic()`` passes ``deadline``; True when every name prints.
-
-    Every name's characters are looked up first (set look-ups, cheap), then
-    each is shaped and measured (the costly part)."""
-    for name in names:
-        if time.monotonic() > deadline:
-            return False
-        if (why := fonts.undrawable(name)) is not None:
-            raise Problem(422, "name cannot be printed", why)
-    for name in names:
-        if time.monotonic() > deadline:
-            return False
-        if not fonts.fits(name):
-            raise Problem(422, "name too long", f"{name[:40]!r}… does not fit on one line of the ticket")
-    return True
-
-
-def ticket_request(
-    keyring: Keyring, event: Event, tier_id: str, order_id: str, n: int, total: int, holder: str, price: Decimal
-) -> RenderRequest:
-    """The render request of the ``n``-th ticket of an order of ``tier_id``."""
-    tier = event.tier(tier_id)
-    tid = ticket_id(order_id, n)
-    return RenderRequest(
-        ticket_id=tid,
-        order_id=order_id,
-        event_id=event.id,
-        event_name=event.name,
-        venue=event.venue,
-        starts_at=event.starts_at,
-        timezone=event.timezone,
-        doors_at=event.doors_at,
-        holder_name=holder,
-        tier=tier_id,
-        tier_name=tier.name if tier is not None else tier_id.capitalize(),
-        lane=tier.lane if tier is not None else "standard",
-        price=price,
-        currency=event.currency,
-        code=keyring.sign(tid, event.id, tier_id),
-        total=total,
-        correlation_id=order_id,
-        traceparent=current_traceparent(),
-    )
-
-
-async def request_designs(redis: Redis, keyring: Keyring, event: Event) -> list[str]:
-    """Ask the renderers to build the event's designs (one per tier) before its
-    first ticket: a sample ticket of each tier. Returns the requests' ids."""
-    sample = new_id("or")
-    return await designs.request_designs(
-        redis,
-        [
-            ticket_request(keyring, event, t.id, sample, 0, 1, "Sample", minor_to_decimal(t.price_minor))
-            for t in event.tier_list()
-        ],
-    )
-
-
-# After a key rotation, the designs of at most this many upcoming events are asked for again.
-UPCOMING_DESIGNS_MAX = 1000
-
-
-async def request_upcoming_designs(store: Store, redis: Redis, keyring: Keyring) -> int:
-    """After a key rotation: ask for the designs of the events still to come
-    with the new key (a design prints its key id), so their next tickets do not
-    wait for one. Returns how many events were asked for."""
-    upcoming = await store.events.upcoming(utcnow(), UPCOMING_DESIGNS_MAX)
-    for event in upcoming:
-        await request_designs(redis, keyring, event)
-    return len(upcoming)
+    loop = asyncio.get_running_loop()
+    if not await loop.run_in_executor(_NAME_CHECKERS, check_names, names, fonts.undrawable, fonts.fits, deadline):
+        raise busy(len(names), limits)
 
 
 async def _count(redis: Redis, principal: Principal, quantity: int, rates: RateSettings) -> None:
@@ -368,16 +245,17 @@ async def _admit(redis: Redis, order: Order, tier: Tier) -> None:
     back when over."""
     held = streams.held(order.event_id, tier.id, order.owner_id)
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.zadd(streams.ORDERS_IN_FLIGHT, {member_of(order): _now_ms()})
+        pipe.zadd(streams.ORDERS_IN_FLIGHT, {member_of(order): now_ms()})
         if tier.max_per_buyer is not None:
             pipe.incrby(held, order.quantity)
             pipe.expire(held, streams.HELD_TTL_S)
         replies = await pipe.execute()
-    if tier.max_per_buyer is not None and int(replies[1]) > tier.max_per_buyer:
-        await _give_back(redis, order, tier)
-        raise Problem(
-            409, "limit per buyer", f"at most {tier.max_per_buyer} tickets of {tier.id!r} per buyer for this event"
-        )
+    if tier.max_per_buyer is not None:
+        try:
+            rules.check_per_buyer(int(replies[1]), tier.max_per_buyer, tier.id)
+        except Problem:
+            await _give_back(redis, order, tier)
+            raise
 
 
 async def _give_back(redis: Redis, order: Order, tier: Tier) -> None:
@@ -413,11 +291,11 @@ async def record(
         if await store.orders.status(order.id) == "abandoned":
             # This request took longer than the outbox grace.
             log.warning("order abandoned by the outbox sweep before it was recorded", extra={"order_id": order.id})
-            raise Problem(503, "busy", "the order took too long to record; retry", {"Retry-After": "1"})
+            raise rules.abandoned()
         # Lost a race with the same Idempotency-Key.
         winner = await store.orders.by_idem(order.idem)
         if winner is None:  # pragma: no cover - the unique index says it exists
-            raise Problem(409, "conflict", "retry the request")
+            raise rules.lost_race()
         return await _replay(redis, winner, order.request_hash, None)
 
     await enqueue(redis, keyring, order, event)
@@ -456,10 +334,7 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) ->
 async def _replay(redis: Redis, order: Order, digest: str, principal: Principal | None) -> Order:
     """Answer a repeated Idempotency-Key with the first order (or refuse a new
     body). Only ever the caller's own order: keys are per buyer."""
-    if principal is not None and order.owner_id != principal.sub:
-        raise Problem(409, "idempotency key conflict", "retry with another Idempotency-Key")
-    if order.request_hash != digest:
-        raise Problem(422, "idempotency key reused", "this Idempotency-Key was used with another body")
+    rules.check_replay(order.owner_id, order.request_hash, principal.sub if principal is not None else None, digest)
     # The first request may still be writing its render requests; 2xx only once
     # durable. Wait a little for it, never long: one whose api died stays in
     # flight until the outbox sweep finishes it, and the client is better told
@@ -468,41 +343,11 @@ async def _replay(redis: Redis, order: Order, digest: str, principal: Principal 
         if await redis.zscore(streams.ORDERS_IN_FLIGHT, member_of(order)) is None:
             return order
         await asyncio.sleep(0.05)
-    raise Problem(
-        409, "order in progress", "the first request with this key is still running; retry after the time given",
-        {"Retry-After": "1"},
-    )  # fmt: skip
+    raise rules.still_in_progress()
 
 
 REPLAY_WAITS = 40  # x 50 ms: a replayed key waits at most ~2 s for its first request
 
 
-async def sweep_outbox(redis: Redis, keyring: Keyring, store: Store, grace_s: float) -> int:
-    """Finish or undo the orders that stayed in flight longer than ``grace_s``
-    (their api crashed or stalled); returns how many were handled."""
-    cutoff = _now_ms() - int(grace_s * 1000)
-    stale = await redis.zrangebyscore(streams.ORDERS_IN_FLIGHT, "-inf", cutoff, start=0, num=SWEEP_BATCH)
-    for raw in stale:
-        member = as_text(raw)
-        order_id, event_id, quantity, tier_id, owner = streams.parse_in_flight_member(member)
-        event = await store.event(event_id)
-        order = await store.orders.get(order_id)
-        if event is not None and order is not None and is_placed(order.status):
-            await enqueue(redis, keyring, order, event)
-            log.warning("outbox: re-enqueued order", extra={"order_id": order_id})
-        elif event is not None and await store.orders.abandon(order_id, event_id, quantity):
-            if await store.ledger.reserved(order_id):
-                await store.ledger.release(event, order_id, tier_id, quantity)
-                if event.waiting_room:
-                    await rooms.tickets_back(redis, event.id)
-                log.warning("outbox: released orphan reservation", extra={"order_id": order_id})
-            # Last: while the member is there, a later sweep does the release again (once-only).
-            tier = event.tier(tier_id)
-            await give_back(redis, member, held_of(event_id, tier, owner) if tier else None, quantity)
-            continue
-        await redis.zrem(streams.ORDERS_IN_FLIGHT, member)
-    return len(stale)
-
-
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)

@@ -13,7 +13,7 @@ from ticketry_api import checkins
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import PROBLEM, problems
 from ticketry_api.middleware import metrics
-from ticketry_api.orders import request_upcoming_designs
+from ticketry_api.renders import request_upcoming_designs
 from ticketry_api.schemas import CheckinIn, CheckinOut, SigningKeysOut
 
 router = APIRouter(prefix="/v1/checkins", tags=["checkins"])

@@ -14,12 +14,13 @@ from ticketry.documents import CheckinList, Event, Tier
 from ticketry.ids import is_valid_id, new_id
 
 from ticketry_api import pages, ratelimit
+from ticketry_api.core.pricing import minor_to_decimal
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import problems
 from ticketry_api.events_read import own_event
-from ticketry_api.orders import minor_to_decimal, request_designs
 from ticketry_api.orders_read import order_summary
+from ticketry_api.renders import request_designs
 from ticketry_api.schemas import (
     CheckinListIn,
     CheckinListOut,

@@ -9,9 +9,11 @@ from ticketry.auth import Principal
 from ticketry.tracing import tracer
 
 from ticketry_api import cancel, pages
+from ticketry_api.core.names import NameLimits
+from ticketry_api.core.pricing import unit_price_of
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import problems
-from ticketry_api.orders import NameLimits, place_order, unit_price_of
+from ticketry_api.orders import place_order
 from ticketry_api.orders_read import order_summary, progress_url, tickets_of, visible_order
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses
 from ticketry_api.replicas import replicated
