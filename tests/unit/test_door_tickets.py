@@ -1,4 +1,4 @@
-"""A door's tickets, page by page (``ticketry_api.door_tickets``): plain data, no server."""
+"""A door's tickets, page by page (``ticketry_api.core.door``, ``store.orders.door_query``): plain data, no server."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from ticketry.ids import ticket_id
-from ticketry_api import pages
+from ticketry_api.core import cursors
+from ticketry_api.core.door import Position, door_status, expand, parse_position
 from ticketry_api.core.problem import Problem
-from ticketry_api.door_tickets import Position, door_status, expand, orders_query, parse_position
+from ticketry_api.store.orders import door_query
 
 A, B, C = "or_" + "a" * 20, "or_" + "b" * 20, "or_" + "c" * 20
 
@@ -61,7 +62,7 @@ def test_a_ticket_has_its_own_holder_else_the_orders_and_a_cancelled_orders_are_
 
 def test_positions_round_trip_through_cursors_and_foreign_ones_are_422() -> None:
     pos = Position(C, 17)
-    assert parse_position(pages.decode(pages.encode(pos.text()))) == pos
+    assert parse_position(cursors.decode(cursors.encode(pos.text()))) == pos
     assert parse_position(None) is None
     for raw in ("or_x/1", f"{A}/", f"{A}/-1", f"{A}/100000", f"cl_{'a' * 20}/0", A):
         with pytest.raises(Problem) as err:
@@ -71,7 +72,7 @@ def test_positions_round_trip_through_cursors_and_foreign_ones_are_422() -> None
 
 def test_a_list_reads_its_events_placed_orders_of_its_tiers_from_the_position_on() -> None:
     event = "ev_" + "2" * 20
-    assert orders_query(event, [], None) == {"event_id": event, "status": {"$ne": "abandoned"}}
-    assert orders_query(event, ["vip"], Position(B, 4)) == {
+    assert door_query(event, [], None) == {"event_id": event, "status": {"$ne": "abandoned"}}
+    assert door_query(event, ["vip"], B) == {
         "event_id": event, "status": {"$ne": "abandoned"}, "tier": {"$in": ["vip"]}, "_id": {"$gte": B},
     }  # fmt: skip

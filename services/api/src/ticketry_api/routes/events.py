@@ -13,7 +13,8 @@ from ticketry.auth import Principal
 from ticketry.documents import CheckinList, Event, Tier
 from ticketry.ids import is_valid_id, new_id
 
-from ticketry_api import pages, ratelimit
+from ticketry_api import ratelimit
+from ticketry_api.core import cursors
 from ticketry_api.core.pricing import minor_to_decimal
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State, rate_limited, require
@@ -39,9 +40,9 @@ Organizer = Annotated[Principal, Depends(require("organizer"))]
 OrganizerReader = Annotated[Principal, Depends(rate_limited("reads", "organizer"))]
 Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer", "staff"))]
 DoorReader = Annotated[Principal, Depends(rate_limited("reads", "organizer", "staff"))]
-Limit = Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)]
-EventCursor = Annotated[str | None, Query(max_length=200, pattern=pages.EVENT_CURSOR)]
-OrderCursor = Annotated[str | None, Query(max_length=200, pattern=pages.ORDER_CURSOR)]
+Limit = Annotated[int, Query(ge=1, le=cursors.MAX_LIMIT)]
+EventCursor = Annotated[str | None, Query(max_length=200, pattern=cursors.EVENT_CURSOR)]
+OrderCursor = Annotated[str | None, Query(max_length=200, pattern=cursors.ORDER_CURSOR)]
 
 
 def event_out(e: Event, sold: Head) -> EventOut:
@@ -111,7 +112,7 @@ async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
 
 @router.get("", response_model=Page[EventOut], responses=problems(401, 403, 422, 429))
 async def list_events(
-    who: OrganizerReader, state: State, cursor: EventCursor = None, limit: Limit = pages.DEFAULT_LIMIT
+    who: OrganizerReader, state: State, cursor: EventCursor = None, limit: Limit = cursors.DEFAULT_LIMIT
 ) -> Page[EventOut]:
     """The caller's own events (admin: all), oldest first."""
     events, nxt = await state.db.events.of_organizer(None if who.is_admin else who.sub, cursor, limit)
@@ -128,7 +129,7 @@ async def get_event(event_id: str, _: Reader, state: State) -> EventOut:
 
 @router.get("/{event_id}/orders", response_model=Page[OrderSummary], responses=problems(401, 403, 404, 422, 429))
 async def event_orders(
-    event_id: str, who: OrganizerReader, state: State, cursor: OrderCursor = None, limit: Limit = pages.DEFAULT_LIMIT
+    event_id: str, who: OrganizerReader, state: State, cursor: OrderCursor = None, limit: Limit = cursors.DEFAULT_LIMIT
 ) -> Page[OrderSummary]:
     """The orders of an event the caller organises, oldest id first."""
     event = await own_event(state.db, event_id, who)

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Depends, Header, Query
 from ticketry.auth import Principal
 from ticketry.tracing import tracer
 
-from ticketry_api import cancel, pages
+from ticketry_api import cancel
+from ticketry_api.core import cursors
 from ticketry_api.core.names import NameLimits
 from ticketry_api.core.pricing import unit_price_of
 from ticketry_api.deps import State, rate_limited, require
@@ -34,9 +35,9 @@ router = APIRouter(prefix="/v1/orders", tags=["orders"])
 _TRACER = tracer(__name__)
 Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer", "staff"))]
 Canceller = Annotated[Principal, Depends(rate_limited("cancels", "buyer", "organizer", "staff"))]
-Limit = Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)]
-Cursor = Annotated[str | None, Query(max_length=200, pattern=pages.ORDER_CURSOR)]
-PlaceCursor = Annotated[str | None, Query(max_length=200, pattern=pages.PLACE_CURSOR)]
+Limit = Annotated[int, Query(ge=1, le=cursors.MAX_LIMIT)]
+Cursor = Annotated[str | None, Query(max_length=200, pattern=cursors.ORDER_CURSOR)]
+PlaceCursor = Annotated[str | None, Query(max_length=200, pattern=cursors.PLACE_CURSOR)]
 # ``GET /v1/orders/{id}`` lists this many tickets at most; the rest page by page.
 ORDER_TICKETS_INLINE = 64  # point reads (store.reads.POINT_READS_UP_TO)
 
@@ -99,7 +100,7 @@ async def list_orders(
     state: State,
     event_id: Annotated[str | None, Query(max_length=64)] = None,
     cursor: Cursor = None,
-    limit: Limit = pages.DEFAULT_LIMIT,
+    limit: Limit = cursors.DEFAULT_LIMIT,
 ) -> Page[OrderSummary]:
     """The caller's own orders, oldest id first, optionally of one event.
     (``status`` here is ``processing`` or ``cancelled``; the order itself tells
@@ -129,25 +130,25 @@ async def get_order(order_id: str, who: Reader, state: State) -> OrderOut:
         rendered=rendered,
         failed=failed,
         tickets=[TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf") for t in shown],
-        tickets_next=pages.encode(str(len(shown))) if order.quantity > len(shown) else None,
+        tickets_next=cursors.encode(str(len(shown))) if order.quantity > len(shown) else None,
         progress_url=progress_url(state.settings.notifier_public_url, order.id),
     )
 
 
 @router.get("/{order_id}/tickets", response_model=Page[TicketRef], responses=problems(401, 404, 422, 429))
 async def order_tickets(
-    order_id: str, who: Reader, state: State, cursor: PlaceCursor = None, limit: Limit = pages.DEFAULT_LIMIT
+    order_id: str, who: Reader, state: State, cursor: PlaceCursor = None, limit: Limit = cursors.DEFAULT_LIMIT
 ) -> Page[TicketRef]:
     """An order's tickets in order, a page at a time."""
     order, _ = await visible_order(order_id, who, state.db)
-    start = pages.decode_index(cursor, order.quantity)
+    start = cursors.decode_index(cursor, order.quantity)
     ids = tickets_of(order, start, limit)
     status, _, _ = await order_outcome(state.redis, state.db, order)
     statuses = await order_ticket_statuses(state.db, order, ids, all_rendered=status == "completed")
     end = start + len(ids)
     return Page(
         items=[TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf") for t in ids],
-        next=pages.encode(str(end)) if end < order.quantity else None,
+        next=cursors.encode(str(end)) if end < order.quantity else None,
     )
 
 

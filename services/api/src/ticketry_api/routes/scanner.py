@@ -16,7 +16,8 @@ from ticketry.auth import Principal
 from ticketry.documents import Event, utcnow
 from ticketry.ids import is_valid_id
 
-from ticketry_api import checkins, door_tickets, pages
+from ticketry_api import checkins, door_tickets
+from ticketry_api.core import cursors, door
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, rate_limited
 from ticketry_api.errors import problems
@@ -101,8 +102,8 @@ async def checkin_list_tickets(
     list_id: str,
     who: Door,
     state: State,
-    cursor: Annotated[str | None, Query(max_length=200, pattern=pages.DOOR_CURSOR)] = None,
-    limit: Annotated[int, Query(ge=1, le=door_tickets.MAX_LIMIT)] = door_tickets.DEFAULT_LIMIT,
+    cursor: Annotated[str | None, Query(max_length=200, pattern=cursors.DOOR_CURSOR)] = None,
+    limit: Annotated[int, Query(ge=1, le=door.MAX_LIMIT)] = door.DEFAULT_LIMIT,
 ) -> DoorTicketsOut:
     """The tickets a check-in list admits (its event's, of its tiers), in
     ticket-id order, for a scanner that names the guest offline: holder,

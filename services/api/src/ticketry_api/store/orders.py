@@ -14,6 +14,19 @@ from ticketry.documents import ORDER_SUMMARY, Order, utcnow
 from ticketry_api.store.reads import Reads, page_by_id
 from ticketry_api.store.writer import Step, Writer
 
+# What a door's page reads of an order.
+_DOOR_FIELDS = {"quantity": 1, "tier": 1, "holder_name": 1, "holders": 1, "status": 1}
+
+
+def door_query(event_id: str, tiers: list[str], from_order: str | None) -> dict[str, Any]:
+    """The orders a page of a check-in list reads (see :meth:`Orders.for_door`)."""
+    query: dict[str, Any] = {"event_id": event_id, "status": {"$ne": "abandoned"}}
+    if tiers:
+        query["tier"] = {"$in": list(tiers)}
+    if from_order is not None:
+        query["_id"] = {"$gte": from_order}
+    return query
+
 
 class Orders:
     """The orders, written through the process's one writer."""
@@ -66,13 +79,26 @@ class Orders:
 
     @staticmethod
     async def for_door(
-        query: dict[str, Any], fields: dict[str, Any], room: int, takes: Callable[[Mapping[str, Any]], int], batch: int
+        event_id: str,
+        tiers: list[str],
+        from_order: str | None,
+        room: int,
+        takes: Callable[[Mapping[str, Any]], int],
+        batch: int,
     ) -> list[dict[str, Any]]:
-        """Orders matching ``query`` in id order, read in batches of at most
-        ``batch`` only until they hold ``room`` tickets (``takes``: how many an
-        order holds)."""
+        """The orders a page of a check-in list reads, in id order: its event's
+        placed orders (no abandoned tombstones), of the ``tiers`` it admits (all
+        when empty: a door gets no names of guests it cannot admit), from
+        ``from_order`` on; read in batches of at most ``batch`` only until they
+        hold ``room`` tickets (``takes``: how many an order holds). Of each,
+        what a door shows (not its ticket ids: the id and the place make them)."""
         docs: list[dict[str, Any]] = []
-        found = Order.get_pymongo_collection().find(query, fields).sort("_id", 1).batch_size(min(room, batch))
+        found = (
+            Order.get_pymongo_collection()
+            .find(door_query(event_id, tiers, from_order), _DOOR_FIELDS)
+            .sort("_id", 1)
+            .batch_size(min(room, batch))
+        )
         try:
             async for doc in found:
                 docs.append(doc)

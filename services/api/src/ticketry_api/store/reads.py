@@ -18,7 +18,7 @@ from typing import Any
 from pymongo.asynchronous.collection import AsyncCollection
 from ticketry.db import StoreTraits
 
-from ticketry_api import pages
+from ticketry_api.core import cursors
 
 Doc = dict[str, Any]
 
@@ -71,7 +71,7 @@ async def page_by_id(
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of ``col``'s documents matching ``query``, in ``_id`` order
     after the cursor's position; and the next page's cursor (None: the last)."""
-    if (after := pages.decode(cursor)) is not None:
+    if (after := cursors.decode(cursor)) is not None:
         query = {**query, "_id": {"$gt": after}}
     found = await col.find(query, projection).sort("_id", 1).limit(limit + 1).to_list()
-    return found[:limit], pages.encode(found[limit - 1]["_id"]) if len(found) > limit else None
+    return found[:limit], cursors.encode(found[limit - 1]["_id"]) if len(found) > limit else None

@@ -3,5 +3,5 @@ order's ``status_page_url`` (``/o/<order id>``) and the door scanner at
 ``/scan``. Plain HTML, CSS and JavaScript from ``static/`` (no build step);
 the one library, jsQR, is vendored under ``static/vendor/`` with its licence.
 
-(Not ``ticketry_api.pages``: that module is the lists' cursors.)
+(The lists' cursors are ``ticketry_api.core.cursors``.)
 """
