@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 from pydantic import ValidationError
-from ticketry_api.checkins import nonces_expired_before
 from ticketry_api.config import ApiSettings, shop_origin
+from ticketry_api.core.checkins import nonces_expired_before
 from ticketry_api.middleware.metrics import scrape_refusal
 
 TOKEN = "scrape-me-0123456789"

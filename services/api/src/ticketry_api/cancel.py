@@ -33,24 +33,23 @@ from ticketry.documents import Event, Order
 from ticketry.emit import announce_cancelled
 from ticketry.storage import PdfStore
 
-from ticketry_api.core.problem import Problem
+from ticketry_api.core.cancel import check_cancel_won
 from ticketry_api.store import Store
 from ticketry_api.waitingroom import store as rooms
 
 log = logging.getLogger(__name__)
 
 
-async def cancel(redis: Redis, db: Store, order: Order, event: Event, who: Principal, store: PdfStore) -> None:
+async def cancel(redis: Redis, store: Store, order: Order, event: Event, who: Principal, pdfs: PdfStore) -> None:
     """Cancel ``order`` (see the module's steps); 409 once a ticket of it was admitted."""
-    if await db.fates.decide(order.id, "cancelled", who.sub) != "cancelled":
-        raise Problem(409, "already used", "a ticket of this order has been checked in")
-    await db.orders.mark_cancelled(order.id)
+    check_cancel_won(await store.fates.decide(order.id, "cancelled", who.sub))
+    await store.orders.mark_cancelled(order.id)
     tier = event.tier(order.tier)
     held = streams.held(order.event_id, order.tier, order.owner_id) if tier and tier.max_per_buyer else None
     await announce_cancelled(redis, order.id, order.quantity, held)
-    await db.ledger.release(event, order.id, order.tier, order.quantity)
+    await store.ledger.release(event, order.id, order.tier, order.quantity)
     if event.waiting_room:
         await rooms.tickets_back(redis, event.id)
     # A render that was under way may still store one; it is never served.
-    await store.delete_order(order.id)
+    await pdfs.delete_order(order.id)
     log.info("cancel: PDFs deleted", extra={"order_id": order.id})

@@ -21,35 +21,30 @@ offline scanner retrying) gets the first answer, never a second check-in.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any
 
 from ticketry.auth import Principal
 from ticketry.codes import InvalidCode, Keyring, Verified
 from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, utcnow
 from ticketry.ids import is_valid_id
 
+from ticketry_api.core.checkins import (
+    NONCE_STALE_S,
+    NONCE_WAITS,
+    ScanResult,
+    already_checked_in,
+    binds,
+    check_list,
+    nonce_key,
+    nonces_expired_before,
+    refused,
+    still_judged,
+    unknown_code,
+)
 from ticketry_api.core.problem import Problem
 from ticketry_api.readmodel import ticket_of
 from ticketry_api.store import Store
-
-Outcome = Literal["admitted", "already", "wrong_list", "unknown"]
-
-
-@dataclass(frozen=True)
-class ScanResult:
-    """A scan's answer: HTTP status, body, and its outcome for metrics."""
-
-    status: int
-    body: dict[str, Any]
-    outcome: Outcome
-
-
-def _unknown(detail: str = "") -> Problem:
-    # One answer for forged, tampered, unknown-key, unknown-ticket and revoked
-    # codes: nothing that tells a guesser which part was wrong.
-    return Problem(404, "unknown code", detail, kind="unknown-code")
 
 
 async def list_for(db: Store, list_id: str, who: Principal) -> CheckinList:
@@ -74,7 +69,7 @@ def verify(keyring: Keyring, code: str) -> Verified:
                 raise
             return keyring.verify_code(code)
     except InvalidCode:
-        raise _unknown() from None
+        raise unknown_code() from None
 
 
 async def scan(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
@@ -82,10 +77,7 @@ async def scan(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: Pr
     try:
         return await _admit(db, keyring, lst, code, who)
     except Problem as p:
-        outcome: Outcome = "wrong_list" if p.type.endswith("/wrong-list") else "unknown"
-        if p.status == 409 and outcome != "wrong_list":
-            outcome = "already"
-        return ScanResult(p.status, p.body(), outcome)
+        return refused(p)
 
 
 async def _admit(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
@@ -99,29 +91,22 @@ async def _admit(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: 
         raise
     ticket = await ticket_of(db, v.ticket_id)
     # A genuine bound code names its ticket's own event and tier; anything else is no ticket.
-    if ticket is None or (v.event_id is not None and (v.event_id, v.tier) != (ticket.event_id, ticket.tier)):
+    if ticket is None or not binds(v.event_id, v.tier, ticket.event_id, ticket.tier):
         await attempt(v.ticket_id, "refused")
-        raise _unknown()
-    if ticket.event_id != lst.event_id or not lst.admits(ticket.tier):
+        raise unknown_code()
+    try:
+        check_list(lst.event_id, lst.admits(ticket.tier), lst.name, ticket.id, ticket.event_id, ticket.tier)
+    except Problem:
         await attempt(ticket.id, "wrong_list")
-        raise Problem(
-            409, "wrong list", f"this ticket ({ticket.tier}) does not admit on {lst.name!r}", kind="wrong-list",
-            extra={"ticket_id": ticket.id, "event_id": ticket.event_id, "tier": ticket.tier},
-        )  # fmt: skip
+        raise
     if ticket.cancelled or await db.fates.decide(ticket.order_id, "used", who.sub) != "used":
         await attempt(ticket.id, "refused")
-        raise _unknown()
+        raise unknown_code()
     now = utcnow()
     admission = Admission(id=f"{lst.id}/{ticket.id}", list_id=lst.id, ticket_id=ticket.id, staff_id=who.sub, at=now)
     if (at := await db.checkins.admit(admission)) is not None:
         await attempt(ticket.id, "already_checked_in")
-        raise Problem(
-            409, "already checked in", f"checked in at {at.isoformat()}", kind="already-checked-in",
-            extra={
-                "ticket_id": ticket.id, "checked_in_at": at.isoformat(),
-                "holder_name": ticket.holder_name, "tier": ticket.tier,
-            },
-        )  # fmt: skip
+        raise already_checked_in(at, ticket.id, ticket.holder_name, ticket.tier)
     # The ticket's first admission on any list makes it checked_in (a duplicate: not its first).
     first_any = Checkin(id=ticket.id, order_id=ticket.order_id, staff_id=who.sub, list_id=lst.id, at=now)
     await db.checkins.first_admission(first_any)
@@ -143,7 +128,7 @@ async def scan_once(
     twice on a list, so the worst is an ``already`` where ``admitted`` was due."""
     if nonce is None:
         return await scan(db, keyring, lst, code, who)
-    key = f"{who.sub}\x1f{nonce}"
+    key = nonce_key(who.sub, nonce)
     if await db.checkins.claim_nonce(key):
         return await _answer(db, key, await scan(db, keyring, lst, code, who))
     for _ in range(NONCE_WAITS):
@@ -153,23 +138,12 @@ async def scan_once(
         if doc is not None and (utcnow() - doc["at"]).total_seconds() > NONCE_STALE_S:
             return await _answer(db, key, await scan(db, keyring, lst, code, who))
         await asyncio.sleep(0.05)
-    raise Problem(409, "scan in progress", "this scan's first upload is still being judged; retry")
-
-
-NONCE_WAITS = 100
-NONCE_STALE_S = 30.0
+    raise still_judged()
 
 
 async def _answer(db: Store, key: str, result: ScanResult) -> ScanResult:
     await db.checkins.keep_answer(key, result.status, result.body, result.outcome)
     return result
-
-
-def nonces_expired_before(now: datetime, ttl_s: float) -> datetime:
-    """The moment before which a nonce's answer is past its lifetime: a
-    re-upload after it is judged afresh (the ticket still admits only once, so
-    the worst is ``already`` where the first answer was ``admitted``)."""
-    return now - timedelta(seconds=ttl_s)
 
 
 async def forget_old_nonces(db: Store, ttl_s: float, now: datetime | None = None) -> int:

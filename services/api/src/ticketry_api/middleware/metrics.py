@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ticketry.auth import bearer_of
 from ticketry.settings import is_loopback_host
 
-from ticketry_api.checkins import Outcome
+from ticketry_api.core.checkins import Outcome
 
 ORDER_OUTCOMES: Final = ("accepted", "sold_out", "rejected", "rate_limited")
 
