@@ -21,7 +21,7 @@ from ticketry.db import connect_redis
 from ticketry_devstack.procs import Stack, tool
 
 # For tests that SIGKILL renderers: far above one render (ms), far below the
-# tests' patience; a renderer keeps a slow batch alive (handlers.Worker._keep_alive),
+# tests' patience; a renderer keeps a slow batch alive (ticketry.consumer.Claimer.touch),
 # so only dead ones' work is claimed.
 RENDERER_KILL_ENV = {
     "TICKETRY_CLAIM_IDLE_MS": "3000",

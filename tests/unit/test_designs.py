@@ -56,10 +56,10 @@ async def test_a_requested_design_is_built_once_and_loaded_everywhere(redis: Red
 
     # When one renderer process (group designers) handles the request
     from ticketry_renderer.config import RendererSettings
-    from ticketry_renderer.handlers import Worker
+    from ticketry_renderer.handlers import BatchPipeline
 
     settings = RendererSettings.model_construct()  # the worker only needs its Redis here
-    first = Worker(redis=redis, settings=settings, consumer="r1", design=Design.default())
+    first = BatchPipeline(redis=redis, settings=settings, consumer="r1", design=Design.default())
     got: Any = await redis.xreadgroup(streams.DESIGNERS_GROUP, "r1", {streams.DESIGN_REQUESTS: ">"}, count=10)
     assert await first.build_designs(entries_of(got)) == 1
 
@@ -97,7 +97,7 @@ async def test_two_processes_never_build_the_same_design(redis: Redis, builds: l
 
 async def test_an_event_waits_for_its_designs_only_while_a_renderer_can_build_them(redis: Redis) -> None:
     from ticketry_renderer.config import RendererSettings
-    from ticketry_renderer.handlers import Worker
+    from ticketry_renderer.handlers import BatchPipeline
 
     signer = Signer()
     samples = [
@@ -112,7 +112,7 @@ async def test_an_event_waits_for_its_designs_only_while_a_renderer_can_build_th
 
     # When two renderers each read one request (live, reading), the event's designs are not built yet
     settings = RendererSettings.model_construct()
-    workers = [Worker(redis=redis, settings=settings, consumer=c, design=Design.default()) for c in ("r1", "r2")]
+    workers = [BatchPipeline(redis=redis, settings=settings, consumer=c, design=Design.default()) for c in ("r1", "r2")]
     reads = []
     for w in workers:
         got: Any = await redis.xreadgroup(streams.DESIGNERS_GROUP, w.consumer, {streams.DESIGN_REQUESTS: ">"}, count=1)

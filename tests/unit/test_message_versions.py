@@ -147,7 +147,7 @@ async def test_the_renderer_dead_letters_a_newer_major_version(
     redis: Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ticketry_renderer.config import RendererSettings
-    from ticketry_renderer.handlers import Worker
+    from ticketry_renderer.handlers import BatchPipeline
 
     monkeypatch.setenv("TICKETRY_DEV_MODE", "1")
     settings = RendererSettings(storage_dir=tmp_path / "tickets")
@@ -157,7 +157,7 @@ async def test_the_renderer_dead_letters_a_newer_major_version(
     v1 = await redis.xadd(lane, fields_of({**V1_REQUEST, "ticket_id": TICKETS[1]}))  # type: ignore[arg-type]
     read: Any = await redis.xreadgroup(streams.RENDERERS_GROUP, "t1", {lane: ">"})
     entries = read[0][1]
-    worker = Worker(redis=redis, settings=settings, consumer="t1")
+    worker = BatchPipeline(redis=redis, settings=settings, consumer="t1")
     await worker.process(lane, entries)
     # Then the v2 one is dead-lettered at once with the reason and acked; the v1 one is rendered
     dead: Any = await redis.xrange(streams.DEAD_LETTERS)

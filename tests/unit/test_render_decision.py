@@ -10,9 +10,11 @@ from ticketry_renderer.decision import (
     DeadLetter,
     ErrorKind,
     RenderRetryPolicy,
+    Retries,
     RetryAfter,
     RetryNow,
     decide,
+    touch_due,
 )
 
 POLICY = RenderRetryPolicy(max_attempts=5, base_s=0.5, cap_s=30.0)
@@ -75,3 +77,23 @@ def test_the_delay_is_the_jitter_share_of_the_ceiling(jitter: float) -> None:
 def test_the_policy_comes_from_the_renderer_settings() -> None:
     settings = RendererSettings(render_max_attempts=3, retry_base_s=0.25, retry_cap_s=4.0, storage_patience_s=60)
     assert RenderRetryPolicy.of(settings) == RenderRetryPolicy(3, 0.25, 4.0, 60.0)
+
+
+def test_the_retry_book_hands_out_due_entries_by_lane_and_keeps_each_history_until_forgotten() -> None:
+    book = Retries()
+    # Given two failed entries of one lane and one of another, due at different times
+    for lane, entry, due in (("std", "1-0", 10.0), ("std", "2-0", 20.0), ("vip", "3-0", 10.0)):
+        book.failed(entry, 1, "boom")
+        book.retry_at(lane, entry, due)
+    assert book.failed("1-0", 2, "bang") == ["attempt 1: boom", "attempt 2: bang"]
+    # Then each lane's due ones come out at their time, and only those wait for a retry
+    assert book.due("std", 15.0) == ["1-0"] and book.due("std", 20.0) == ["1-0", "2-0"]
+    assert book.due("vip", 9.0) == [] and book.waiting("vip", "3-0") and not book.waiting("std", "3-0")
+    # And one forgotten (acked) is due no more and starts its history afresh
+    book.forget("std", "1-0")
+    assert book.due("std", 99.0) == ["2-0"] and book.failed("1-0", 3, "again") == ["attempt 3: again"]
+
+
+@pytest.mark.parametrize(("untouched_ms", "due"), [(0, False), (9_999, False), (10_000, True), (60_000, True)])
+def test_a_batch_touches_its_entries_once_a_third_of_the_claim_idle_time_passed(untouched_ms: int, due: bool) -> None:
+    assert touch_due(untouched_ms, 30_000) is due

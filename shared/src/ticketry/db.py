@@ -284,18 +284,6 @@ def next_cursor(cursor: str, entries: list[Entry]) -> str:
     return entries[-1][0].decode() if entries else ">"
 
 
-async def claim_idle(redis: Redis, stream: str, group: str, consumer: str, idle_ms: int, count: int) -> list[Entry]:
-    """Take over entries pending in ``group`` for ``idle_ms`` or more (a dead
-    consumer's): one XAUTOCLAIM from the start of the pending list. Entries
-    deleted (trimmed) while pending come back as ids only (Redis 7+): they are
-    acked, there is nothing left to do with them. Returns the live entries."""
-    resp: Any = await redis.xautoclaim(stream, group, consumer, idle_ms, "0-0", count=count)
-    deleted = resp[2] if len(resp) > 2 else []
-    if deleted:
-        await redis.xack(stream, group, *deleted)
-    return [(e, f) for e, f in resp[1] if f]
-
-
 def entries_of(resp: Any) -> list[Entry]:
     """The entries of a single-stream XREAD/XREADGROUP reply (or an XRANGE/XCLAIM list)."""
     if not resp:

@@ -16,16 +16,17 @@ Dramatiq's ``compute_backoff``:
   caller from U[0, 1) (AWS architecture blog, "Exponential Backoff And Jitter");
 * :class:`RetryNow` when that delay comes out as zero (nothing to wait for).
 
-The handler (``ticketry_renderer.handlers.Worker``) does the I/O each answer
-asks for: a retry stays pending and is claimed back by the same renderer when
-due; a dead letter is parked with its reason and history, ``ticket.failed``
-emitted and the entry acked, all in one MULTI/EXEC.
+The batch pipeline (``ticketry_renderer.handlers``, ``…outcomes``) does the
+I/O each answer asks for: a retry stays pending, noted in :class:`Retries`, and
+is claimed back by the same renderer when due (``ticketry_renderer.claims``); a
+dead letter is parked with its reason and history, ``ticket.failed`` emitted
+and the entry acked, all in one MULTI/EXEC.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ticketry.backoff import backoff_ceiling
@@ -111,3 +112,43 @@ def decide(
 def backoff_s(attempt: int, base: float, cap: float, rng: random.Random) -> float:
     """Full-jitter exponential backoff: U(0, min(cap, base·2^(n-1)))."""
     return rng.random() * backoff_ceiling(attempt, base, cap)
+
+
+@dataclass
+class Retries:
+    """The failed entries this renderer holds pending for a retry: when each
+    is due (monotonic seconds) and its attempt history (what its dead letter
+    will list). Times are passed in."""
+
+    due_at: dict[tuple[str, str], float] = field(default_factory=dict)  # (lane, entry id) → due
+    history: dict[str, list[str]] = field(default_factory=dict)  # entry id → "attempt n: reason"
+
+    def failed(self, entry_id: str, attempt: int, reason: str) -> list[str]:
+        """Note a failed attempt; the entry's history so far."""
+        history = self.history.setdefault(entry_id, [])
+        history.append(f"attempt {attempt}: {reason}")
+        return history
+
+    def retry_at(self, lane: str, entry_id: str, at: float) -> None:
+        self.due_at[(lane, entry_id)] = at
+
+    def due(self, lane: str, now: float) -> list[str]:
+        """The entries of ``lane`` whose retry is due at ``now``."""
+        return [eid for (ln, eid), t in self.due_at.items() if ln == lane and t <= now]
+
+    def waiting(self, lane: str, entry_id: str) -> bool:
+        """Whether the entry waits for its retry (not for a drain to take it)."""
+        return (lane, entry_id) in self.due_at
+
+    def forget(self, lane: str, entry_id: str) -> None:
+        """End an entry's bookkeeping: it was acked, or is gone."""
+        self.due_at.pop((lane, entry_id), None)
+        self.history.pop(entry_id, None)
+
+
+def touch_due(untouched_ms: int, claim_idle_ms: int) -> bool:
+    """Whether a batch's remaining entries need their idle time reset: once a
+    third of ``claim_idle_ms`` has passed since the last touch, so a live but
+    slow batch is never claimed by a peer (the idle threshold bounds one
+    render, not a whole batch)."""
+    return untouched_ms >= claim_idle_ms // 3

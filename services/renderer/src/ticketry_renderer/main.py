@@ -1,10 +1,13 @@
-"""Wiring of the renderer: FastStream subscribers on both lanes, plus the claimer
-and heartbeat tasks, and a drain on SIGTERM."""
+"""Wiring of the renderer: FastStream subscribers on both lanes feeding the
+batch pipeline (``handlers``), the claim loop (``claims``) and the heartbeat
+(``heartbeat``) as tasks, and a drain on SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from typing import Any
 
@@ -19,12 +22,15 @@ from ticketry.db import connect_redis, ensure_groups
 from ticketry.redis_ha import check_primary, primary_connection_class, sentinel_options
 from ticketry.replies import Entry
 from ticketry.runtime import freeze_startup_heap
+from ticketry.settings import load_settings
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
 from ticketry_renderer import metrics
+from ticketry_renderer.claims import ClaimLoop
 from ticketry_renderer.config import RendererSettings
-from ticketry_renderer.handlers import Worker, default_consumer
+from ticketry_renderer.handlers import BatchPipeline
+from ticketry_renderer.heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +85,11 @@ class _App(FastStream):
         super().exit()
 
 
-async def finish_own_work(worker: Worker, settings: RendererSettings, *tasks: asyncio.Task[None]) -> None:
+def default_consumer() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def finish_own_work(claims: ClaimLoop, settings: RendererSettings, *tasks: asyncio.Task[None]) -> None:
     """Let ``tasks`` (the claimer, the heartbeat) end, finish whatever is still
     pending under our name (rather than leave it for a peer to claim after the
     idle timeout), then leave the group: all within ``drain_timeout_s``. Past
@@ -88,15 +98,15 @@ async def finish_own_work(worker: Worker, settings: RendererSettings, *tasks: as
     try:
         async with asyncio.timeout(settings.drain_timeout_s):
             await asyncio.gather(*tasks, return_exceptions=True)
-            left = await worker.drain_own_pending()
-            await worker.forget_consumer_if_idle()
+            left = await claims.drain_own_pending()
+            await claims.leave_if_idle()
     except (TimeoutError, RedisConnectionError, RedisTimeoutError) as exc:
         log.warning(
             "drain cut short; what is pending under our name is left for a peer to claim",
-            extra={"consumer": worker.consumer, "error": repr(exc)},
+            extra={"consumer": claims.batches.consumer, "error": repr(exc)},
         )
         return
-    log.info("renderer drained", extra={"consumer": worker.consumer, "finished_at_exit": left})
+    log.info("renderer drained", extra={"consumer": claims.batches.consumer, "finished_at_exit": left})
 
 
 def _broker(settings: RendererSettings) -> RedisBroker:
@@ -129,7 +139,8 @@ def create_app(settings: RendererSettings, consumer: str, metrics_server: Metric
     metrics_server = metrics_server or MetricsServer(settings)
     broker = _broker(settings)
     redis = connect_redis(settings.redis_target)
-    worker = Worker(redis=redis, settings=settings, consumer=consumer)
+    batches = BatchPipeline(redis=redis, settings=settings, consumer=consumer)
+    claims = ClaimLoop(batches)
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
 
@@ -143,12 +154,12 @@ def create_app(settings: RendererSettings, consumer: str, metrics_server: Metric
             decoder=_entries,
         )  # fmt: skip
         async def handle(entries: list[Entry]) -> None:
-            await worker.process(lane, entries)
+            await batches.process(lane, entries)
             if len(entries) < batch and settings.linger_ms:
                 # A short batch: let the next one gather (see RendererSettings.linger_ms).
                 await asyncio.sleep(settings.linger_ms / 1000)
-            if settings.max_jobs and worker.rendered >= settings.max_jobs:
-                log.info("max jobs reached; recycling", extra={"rendered": worker.rendered})
+            if settings.max_jobs and batches.rendered >= settings.max_jobs:
+                log.info("max jobs reached; recycling", extra={"rendered": batches.rendered})
                 asyncio.get_running_loop().call_soon(app.exit)
 
     lane_subscriber(streams.RENDER_VIP, settings.vip_batch)
@@ -165,7 +176,7 @@ def create_app(settings: RendererSettings, consumer: str, metrics_server: Metric
         decoder=_entries,
     )  # fmt: skip
     async def designs_requested(entries: list[Entry]) -> None:
-        await worker.build_designs(entries)
+        await batches.build_designs(entries)
 
     app = _App(broker)
 
@@ -176,8 +187,8 @@ def create_app(settings: RendererSettings, consumer: str, metrics_server: Metric
         await ensure_groups(redis)
         await designs.ensure_group(redis)
         metrics_server.start_once()
-        tasks.append(asyncio.create_task(worker.claim_loop(stop)))
-        tasks.append(asyncio.create_task(worker.heartbeat_loop(stop)))
+        tasks.append(asyncio.create_task(claims.run(stop)))
+        tasks.append(asyncio.create_task(Heartbeat(batches).run(stop)))
         freeze_startup_heap()
         log.info("renderer started", extra={"consumer": consumer})
 
@@ -188,9 +199,9 @@ def create_app(settings: RendererSettings, consumer: str, metrics_server: Metric
         # rather than left for a peer to claim after the idle timeout.
         stop.set()
         try:
-            await finish_own_work(worker, settings, *tasks)
+            await finish_own_work(claims, settings, *tasks)
         finally:
-            await worker.store.aclose()
+            await batches.store.aclose()
             await redis.aclose()
 
     return app
@@ -216,7 +227,7 @@ def run() -> None:
     SIGTERM. The work in hand is finished by a worker of
     its own instead, and the process exits."""
     setup_logging("renderer")  # first: a refused setting is logged as JSON too
-    settings = RendererSettings()
+    settings = load_settings(RendererSettings)
     setup_tracing("renderer", settings.trace_file)
     consumer = settings.renderer_name or default_consumer()
     check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line
@@ -241,9 +252,9 @@ def run() -> None:
 
 async def _finish_alone(settings: RendererSettings, consumer: str) -> None:
     redis = connect_redis(settings.redis_target)
-    worker = Worker(redis=redis, settings=settings, consumer=consumer)
+    batches = BatchPipeline(redis=redis, settings=settings, consumer=consumer)
     try:
-        await finish_own_work(worker, settings)
+        await finish_own_work(ClaimLoop(batches), settings)
     finally:
-        await worker.store.aclose()
+        await batches.store.aclose()
         await redis.aclose()

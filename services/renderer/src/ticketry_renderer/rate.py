@@ -16,6 +16,9 @@ it is.
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # Weight of the newest measurement in the EWMA.
@@ -48,3 +51,33 @@ def utilisation(busy_s: float, wall_s: float) -> float:
     if wall_s <= 0:
         return 0.0
     return min(max(busy_s / wall_s, 0.0), 1.0)
+
+
+@dataclass
+class BusyClock:
+    """Busy time: the union of the intervals in which any batch is being
+    handled (the two lane subscribers and the claimer may interleave at
+    their awaits, and overlapping batches count once)."""
+
+    _busy_s: float = 0.0
+    _active: int = 0
+    _since: float = 0.0
+
+    def seconds(self) -> float:
+        """Cumulative busy seconds, including the batch in hand."""
+        if self._active:
+            return self._busy_s + time.monotonic() - self._since
+        return self._busy_s
+
+    @contextlib.contextmanager
+    def handling(self) -> Iterator[None]:
+        """Count the block as busy."""
+        if self._active == 0:
+            self._since = time.monotonic()
+        self._active += 1
+        try:
+            yield
+        finally:
+            self._active -= 1
+            if self._active == 0:
+                self._busy_s += time.monotonic() - self._since
