@@ -47,12 +47,12 @@ from ticketry_api.readmodel import ticket_of
 from ticketry_api.store import Store
 
 
-async def list_for(db: Store, list_id: str, who: Principal) -> CheckinList:
+async def list_for(store: Store, list_id: str, who: Principal) -> CheckinList:
     """The check-in list, if ``who`` may scan on it."""
-    lst = await db.checkins.checkin_list(list_id) if is_valid_id(list_id, "cl") else None
+    lst = await store.checkins.checkin_list(list_id) if is_valid_id(list_id, "cl") else None
     if lst is None:
         raise Problem(404, "unknown check-in list")
-    event = await db.event(lst.event_id)
+    event = await store.event(lst.event_id)
     # A list whose event is gone matches no organizer (an ``org`` token may not use it).
     if not who.may_scan_for(lst.event_id, event.organizer_id if event is not None else ""):
         raise Problem(403, "forbidden", "this token may not check in for this event")
@@ -72,24 +72,26 @@ def verify(keyring: Keyring, code: str) -> Verified:
         raise unknown_code() from None
 
 
-async def scan(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
+async def scan(store: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
     """Judge one scan on ``lst`` (see the module's steps)."""
     try:
-        return await _admit(db, keyring, lst, code, who)
+        return await _admit(store, keyring, lst, code, who)
     except Problem as p:
         return refused(p)
 
 
-async def _admit(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
+async def _admit(store: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
     async def attempt(ticket_id: str | None, result: Any) -> None:
-        await db.checkins.attempt(CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result=result, list_id=lst.id))
+        await store.checkins.attempt(
+            CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result=result, list_id=lst.id)
+        )
 
     try:
         v = verify(keyring, code)
     except Problem:
         await attempt(None, "refused")
         raise
-    ticket = await ticket_of(db, v.ticket_id)
+    ticket = await ticket_of(store, v.ticket_id)
     # A genuine bound code names its ticket's own event and tier; anything else is no ticket.
     if ticket is None or not binds(v.event_id, v.tier, ticket.event_id, ticket.tier):
         await attempt(v.ticket_id, "refused")
@@ -99,17 +101,17 @@ async def _admit(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: 
     except Problem:
         await attempt(ticket.id, "wrong_list")
         raise
-    if ticket.cancelled or await db.fates.decide(ticket.order_id, "used", who.sub) != "used":
+    if ticket.cancelled or await store.fates.decide(ticket.order_id, "used", who.sub) != "used":
         await attempt(ticket.id, "refused")
         raise unknown_code()
     now = utcnow()
     admission = Admission(id=f"{lst.id}/{ticket.id}", list_id=lst.id, ticket_id=ticket.id, staff_id=who.sub, at=now)
-    if (at := await db.checkins.admit(admission)) is not None:
+    if (at := await store.checkins.admit(admission)) is not None:
         await attempt(ticket.id, "already_checked_in")
         raise already_checked_in(at, ticket.id, ticket.holder_name, ticket.tier)
     # The ticket's first admission on any list makes it checked_in (a duplicate: not its first).
     first_any = Checkin(id=ticket.id, order_id=ticket.order_id, staff_id=who.sub, list_id=lst.id, at=now)
-    await db.checkins.first_admission(first_any)
+    await store.checkins.first_admission(first_any)
     await attempt(ticket.id, "accepted")
     body = {
         "ticket_id": ticket.id, "event_id": ticket.event_id, "tier": ticket.tier,
@@ -119,7 +121,7 @@ async def _admit(db: Store, keyring: Keyring, lst: CheckinList, code: str, who: 
 
 
 async def scan_once(
-    db: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal, nonce: str | None
+    store: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal, nonce: str | None
 ) -> ScanResult:
     """:func:`scan`, answered once per ``nonce``: the first upload of a scan
     claims the nonce (a unique insert) and keeps its answer there; another
@@ -127,25 +129,25 @@ async def scan_once(
     died) is judged again after ``NONCE_STALE_S``: the ticket cannot admit
     twice on a list, so the worst is an ``already`` where ``admitted`` was due."""
     if nonce is None:
-        return await scan(db, keyring, lst, code, who)
+        return await scan(store, keyring, lst, code, who)
     key = nonce_key(who.sub, nonce)
-    if await db.checkins.claim_nonce(key):
-        return await _answer(db, key, await scan(db, keyring, lst, code, who))
+    if await store.checkins.claim_nonce(key):
+        return await _answer(store, key, await scan(store, keyring, lst, code, who))
     for _ in range(NONCE_WAITS):
-        doc = await db.checkins.answer(key)
+        doc = await store.checkins.answer(key)
         if doc is not None and doc["status"]:
             return ScanResult(int(doc["status"]), dict(doc["body"]), doc.get("outcome", "already"))
         if doc is not None and (utcnow() - doc["at"]).total_seconds() > NONCE_STALE_S:
-            return await _answer(db, key, await scan(db, keyring, lst, code, who))
+            return await _answer(store, key, await scan(store, keyring, lst, code, who))
         await asyncio.sleep(0.05)
     raise still_judged()
 
 
-async def _answer(db: Store, key: str, result: ScanResult) -> ScanResult:
-    await db.checkins.keep_answer(key, result.status, result.body, result.outcome)
+async def _answer(store: Store, key: str, result: ScanResult) -> ScanResult:
+    await store.checkins.keep_answer(key, result.status, result.body, result.outcome)
     return result
 
 
-async def forget_old_nonces(db: Store, ttl_s: float, now: datetime | None = None) -> int:
+async def forget_old_nonces(store: Store, ttl_s: float, now: datetime | None = None) -> int:
     """One sweep: delete the nonces older than ``ttl_s``; how many."""
-    return await db.checkins.forget_answers(nonces_expired_before(now or utcnow(), ttl_s))
+    return await store.checkins.forget_answers(nonces_expired_before(now or utcnow(), ttl_s))

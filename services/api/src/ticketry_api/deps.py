@@ -28,7 +28,7 @@ class AppState:
     settings: ApiSettings
     redis: Redis
     keyring: Keyring
-    db: Store  # the process's writer, capacity ledgers and events read (ticketry_api.store)
+    store: Store  # the process's writer, capacity ledgers and events read (ticketry_api.store)
     # Built on first use from the same environment (TICKETRY_JWT_*), so main.py
     # does not need to know how tokens are verified.
     verifier: TokenVerifier | None = None

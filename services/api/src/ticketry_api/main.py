@@ -66,8 +66,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
         # The fonts that judge holder names load here, not in the first order.
         await asyncio.to_thread(fonts.fits, "Ticketry")
-        db = Store.create(traits)
-        app.state.ticketry = AppState(settings, redis, keyring, db)
+        store = Store.create(traits)
+        app.state.ticketry = AppState(settings, redis, keyring, store)
         # Fail at start-up, not on every request, when the token keys are unusable.
         app.state.ticketry.token_verifier()
         stop = asyncio.Event()
@@ -75,25 +75,27 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         if settings.run_projector:
             consumer = f"api-{socket.gethostname()}-{os.getpid()}"
             tasks.append(
-                asyncio.create_task(run_projector(redis, db.tickets, consumer, settings.projector_batch, stop))
+                asyncio.create_task(run_projector(redis, store.tickets, consumer, settings.projector_batch, stop))
             )
         tasks.append(
             asyncio.create_task(
                 _every(
                     settings.outbox_interval_s, stop, "outbox sweep",
-                    lambda: sweep_outbox(redis, keyring, db, settings.outbox_grace_s),
+                    lambda: sweep_outbox(redis, keyring, store, settings.outbox_grace_s),
                 )
             )
         )  # fmt: skip
         tasks.append(
-            asyncio.create_task(webhooks.run(redis, db, app.state.ticketry.webhooks, stop))
+            asyncio.create_task(webhooks.run(redis, store, app.state.ticketry.webhooks, stop))
         )  # webhook dispatcher + sender
-        tasks.append(asyncio.create_task(waitingroom.run(redis, db, app.state.shedding, settings, stop)))  # admission
+        tasks.append(
+            asyncio.create_task(waitingroom.run(redis, store, app.state.shedding, settings, stop))
+        )  # admission
         if settings.pdf_retention_days:  # PDFs of past events (retention.py)
             pdfs = app.state.ticketry.pdf_store()
-            sweep = functools.partial(retention.sweep, redis, pdfs, settings.pdf_retention_days)
+            sweep = functools.partial(retention.sweep, redis, store, pdfs, settings.pdf_retention_days)
             tasks.append(asyncio.create_task(_every(settings.pdf_retention_interval_s, stop, "retention sweep", sweep)))
-        forget = functools.partial(forget_old_nonces, db, settings.checkin_nonce_ttl_s)  # checkins.py
+        forget = functools.partial(forget_old_nonces, store, settings.checkin_nonce_ttl_s)  # checkins.py
         tasks.append(asyncio.create_task(_every(settings.checkin_nonce_sweep_s, stop, "nonce sweep", forget)))
         freeze_startup_heap()
         try:

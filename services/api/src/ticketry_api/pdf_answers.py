@@ -27,7 +27,7 @@ async def live_ticket_status(state: AppState, t: TicketOf) -> TicketStatus:
     (and the order's live counters count it) before the projector folds it
     into the read model, so a link the buyer was just given is never refused.
     While the object store is unreachable, the read model's answer stands."""
-    status = await ticket_status(state.db, t)
+    status = await ticket_status(state.store, t)
     if status != "queued":
         return status
     try:
@@ -40,18 +40,18 @@ async def live_ticket_status(state: AppState, t: TicketOf) -> TicketStatus:
 async def pdf_answer(state: AppState, t: TicketOf) -> Response:
     """The PDF of ``t``, whose caller was checked: served, or a redirect to a
     presigned URL of the object store."""
-    status = await ticket_status(state.db, t)
+    status = await ticket_status(state.store, t)
     if status == "cancelled":
         raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
-    store = state.pdf_store()
+    pdfs = state.pdf_store()
     # A stored PDF is served even while the read model still says queued (live_ticket_status).
-    if status == "failed" or not await store.exists(t.order_id, t.id):
+    if status == "failed" or not await pdfs.exists(t.order_id, t.id):
         raise Problem(409, "not rendered", "the ticket's PDF is not ready")
     no_store = {"Cache-Control": "private, no-store"}
-    url = await store.download_url(t.order_id, t.id)
+    url = await pdfs.download_url(t.order_id, t.id)
     if url is not None:
         return RedirectResponse(url, status_code=307, headers=no_store)
-    pdf = await store.read(t.order_id, t.id)
+    pdf = await pdfs.read(t.order_id, t.id)
     if pdf is None:  # deleted since (its order was just cancelled)
         raise Problem(409, "not rendered", "the ticket's PDF is not ready")
     return Response(
@@ -64,16 +64,16 @@ async def joined_pdf(state: AppState, order: Order, part: int) -> Response:
     """The rendered tickets of ``order``'s ``part`` (``PART_SIZE`` tickets each) as one PDF."""
     if part * PART_SIZE >= order.quantity:
         raise Problem(404, "no such part", f"this order has {-(-order.quantity // PART_SIZE)} part(s)")
-    status, _, _ = await order_outcome(state.redis, state.db, order)
+    status, _, _ = await order_outcome(state.redis, state.store, order)
     if status == "cancelled":
         raise Problem(410, "cancelled", "the order was cancelled: its PDFs are no longer served")
     ids = tickets_of(order, part * PART_SIZE, PART_SIZE)
-    statuses = await order_ticket_statuses(state.db, order, ids, all_rendered=status == "completed")
-    store = state.pdf_store()
+    statuses = await order_ticket_statuses(state.store, order, ids, all_rendered=status == "completed")
+    pdfs = state.pdf_store()
     done = {t for t in ids if statuses.get(t) in ("rendered", "checked_in")}
     queued = [t for t in ids if statuses.get(t) == "queued"]
     if queued:  # stored before the projector folded it, as in live_ticket_status
-        done |= await store.stored(order.id, queued)
+        done |= await pdfs.stored(order.id, queued)
     rendered = [t for t in ids if t in done]
     if not rendered:
         raise Problem(409, "not rendered", "none of these tickets is rendered yet")
@@ -81,8 +81,8 @@ async def joined_pdf(state: AppState, order: Order, part: int) -> Response:
 
     async def join() -> bytes:
         # A PDF that went missing meanwhile (its order was just cancelled) is left out.
-        pdfs = await asyncio.gather(*(store.read(order.id, t) for t in rendered))
-        return await asyncio.to_thread(join_pdfs, [p for p in pdfs if p is not None])
+        parts = await asyncio.gather(*(pdfs.read(order.id, t) for t in rendered))
+        return await asyncio.to_thread(join_pdfs, [p for p in parts if p is not None])
 
     try:
         body = await state.part_joins().joined(order.id, key, join)

@@ -14,8 +14,10 @@ from datetime import datetime, timedelta
 
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry.documents import Event, Order, utcnow
+from ticketry.documents import utcnow
 from ticketry.storage import PdfStore
+
+from ticketry_api.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -25,19 +27,17 @@ def cutoff(now: datetime, days: float) -> datetime:
     return now - timedelta(days=days)
 
 
-async def sweep(redis: Redis, store: PdfStore, days: float, now: datetime | None = None) -> list[str]:
+async def sweep(redis: Redis, store: Store, pdfs: PdfStore, days: float, now: datetime | None = None) -> list[str]:
     """Delete the PDFs of every event past retention not purged yet; the events purged now."""
-    before = cutoff(now or utcnow(), days)
-    old = [d["_id"] async for d in Event.get_pymongo_collection().find({"starts_at": {"$lt": before}}, {"_id": 1})]
+    old = await store.events.started_before(cutoff(now or utcnow(), days))
     if not old:
         return []
     flags = await redis.smismember(streams.PDFS_PURGED, old)
     purged = []
     for event_id in (e for e, seen in zip(old, flags, strict=True) if not seen):
-        orders = Order.get_pymongo_collection().find({"event_id": event_id}, {"_id": 1})
         n = 0
-        async for order in orders:
-            await store.delete_order(order["_id"])
+        async for order_id in store.orders.ids_of_event(event_id):
+            await pdfs.delete_order(order_id)
             n += 1
         await redis.sadd(streams.PDFS_PURGED, event_id)
         log.info("retention: PDFs of a past event deleted", extra={"event_id": event_id, "orders": n})

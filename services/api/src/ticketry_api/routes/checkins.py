@@ -27,8 +27,8 @@ async def check_in(
     ``already`` (naming the first ``checked_in_at``, the ``holder_name`` and
     the ``tier``) or ``wrong-list``; 404 for an unknown, forged or cancelled
     code. The same ``nonce`` again gets the first answer again."""
-    lst = await checkins.list_for(state.db, body.list_id, who)
-    result = await checkins.scan_once(state.db, state.keyring, lst, body.code, who, body.nonce)
+    lst = await checkins.list_for(state.store, body.list_id, who)
+    result = await checkins.scan_once(state.store, state.keyring, lst, body.code, who, body.nonce)
     metrics.CHECKINS.labels(result.outcome).inc()
     media = "application/json" if result.status < 400 else PROBLEM
     return JSONResponse(result.body, status_code=result.status, media_type=media)
@@ -53,5 +53,5 @@ async def rotate_signing_key(state: State, _: Annotated[Principal, Depends(requi
     The designs of upcoming events are asked for again, with the new key id."""
     rotate_key(state.settings.keys_dir)
     state.keyring.refresh(force=True)
-    await request_upcoming_designs(state.db, state.redis, state.keyring)
+    await request_upcoming_designs(state.store, state.redis, state.keyring)
     return _keys_out(state)

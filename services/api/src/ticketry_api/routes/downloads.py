@@ -34,4 +34,4 @@ async def order_pdf(
     buyer (or an admin) or with its order link; 409 while none is rendered,
     410 once cancelled; 503 with ``Retry-After`` while this process's joins
     (or this order's share of them) are all taken."""
-    return await joined_pdf(state, await order_of_buyer(order_id, who, state.db), part)
+    return await joined_pdf(state, await order_of_buyer(order_id, who, state.store), part)

@@ -102,7 +102,7 @@ async def create_event(body: EventIn, who: Organizer, state: State) -> EventOut:
         waiting_room=body.waiting_room,
         max_tickets_per_permission=body.max_tickets_per_permission,
     )
-    await state.db.events.insert(event)
+    await state.store.events.insert(event)
     # Its designs are built now, not by its first ticket: the 201 waits for them (bounded).
     asked = await request_designs(state.redis, state.keyring, event)
     if not await designs.wait_built(state.redis, asked, state.settings.design_wait_s):
@@ -115,16 +115,16 @@ async def list_events(
     who: OrganizerReader, state: State, cursor: EventCursor = None, limit: Limit = cursors.DEFAULT_LIMIT
 ) -> Page[EventOut]:
     """The caller's own events (admin: all), oldest first."""
-    events, nxt = await state.db.events.of_organizer(None if who.is_admin else who.sub, cursor, limit)
-    return Page(items=[event_out(e, await state.db.ledger.sold(e.id)) for e in events], next=nxt)
+    events, nxt = await state.store.events.of_organizer(None if who.is_admin else who.sub, cursor, limit)
+    return Page(items=[event_out(e, await state.store.ledger.sold(e.id)) for e in events], next=nxt)
 
 
 @router.get("/{event_id}", response_model=EventOut, responses=problems(401, 404, 422, 429))
 async def get_event(event_id: str, _: Reader, state: State) -> EventOut:
-    event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
+    event = await state.store.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
-    return event_out(event, await state.db.ledger.sold(event.id))
+    return event_out(event, await state.store.ledger.sold(event.id))
 
 
 @router.get("/{event_id}/orders", response_model=Page[OrderSummary], responses=problems(401, 403, 404, 422, 429))
@@ -132,8 +132,8 @@ async def event_orders(
     event_id: str, who: OrganizerReader, state: State, cursor: OrderCursor = None, limit: Limit = cursors.DEFAULT_LIMIT
 ) -> Page[OrderSummary]:
     """The orders of an event the caller organises, oldest id first."""
-    event = await own_event(state.db, event_id, who)
-    found, nxt = await state.db.orders.of_event(event.id, cursor, limit)
+    event = await own_event(state.store, event_id, who)
+    found, nxt = await state.store.orders.of_event(event.id, cursor, limit)
     return Page(items=[order_summary(o, event) for o in found], next=nxt)
 
 
@@ -144,13 +144,13 @@ async def event_orders(
     responses=problems(401, 403, 404, 409, 422),
 )
 async def create_checkin_list(event_id: str, body: CheckinListIn, who: Organizer, state: State) -> CheckinListOut:
-    event = await own_event(state.db, event_id, who)
+    event = await own_event(state.store, event_id, who)
     tiers = body.tiers or []
     if unknown := sorted(set(tiers) - {t.id for t in event.tier_list()}):
         # 409, not 422: the body is well formed; it names what this event lacks.
         raise Problem(409, "unknown tier", f"this event has no tier {', '.join(unknown)}", kind="unknown-tier")
     lst = CheckinList(id=new_id("cl"), event_id=event.id, name=body.name, tiers=tiers)
-    await state.db.checkins.create_list(lst)
+    await state.store.checkins.create_list(lst)
     return CheckinListOut(id=lst.id, event_id=lst.event_id, name=lst.name, tiers=lst.tiers)
 
 
@@ -159,10 +159,10 @@ async def create_checkin_list(event_id: str, body: CheckinListIn, who: Organizer
 )
 async def checkin_lists(event_id: str, who: DoorReader, state: State) -> Page[CheckinListOut]:
     """An event's check-in lists: for its organiser, and for staff who may scan for it."""
-    event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
+    event = await state.store.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None or (who.role == "organizer" and event.organizer_id != who.sub):
         raise Problem(404, "event not found")
     if not who.may_scan_for(event.id, event.organizer_id):
         raise Problem(403, "forbidden", "this token may not check in for this event")
-    found = await state.db.checkins.lists_of(event.id)
+    found = await state.store.checkins.lists_of(event.id)
     return Page(items=[CheckinListOut(id=c.id, event_id=c.event_id, name=c.name, tiers=c.tiers) for c in found])

@@ -45,7 +45,7 @@ async def readyz(state: State) -> dict[str, str]:
     """Ready while Redis and the store both answer a ping (checked together);
     503 with Retry-After and each dependency's state otherwise. It recovers by
     itself: every call checks afresh."""
-    redis, store = await asyncio.gather(_check(state.redis.ping()), _check(state.db.ping()))
+    redis, store = await asyncio.gather(_check(state.redis.ping()), _check(state.store.ping()))
     if redis != "ok" or store != "ok":
         detail = f"redis: {redis}; store: {store}"
         raise Problem(503, "not ready", detail, {"Retry-After": "1"}, extra={"redis": redis, "store": store})

@@ -59,7 +59,7 @@ async def create_order(
     with _TRACER.start_as_current_span("order.place", attributes={"order.quantity": body.quantity}) as span:
         try:
             order = await place_order(
-                store=state.db,
+                store=state.store,
                 redis=state.redis,
                 keyring=state.keyring,
                 principal=who,
@@ -79,7 +79,7 @@ async def create_order(
         # 202 only once a replica holds the order's render requests (a replay
         # waits again: the first answer may have been this 503).
         await replicated(state.redis, state.settings)
-    event = await state.db.event(order.event_id)
+    event = await state.store.event(order.event_id)
     assert event is not None  # the order was placed for it
     return OrderAccepted(
         id=order.id,
@@ -105,20 +105,20 @@ async def list_orders(
     """The caller's own orders, oldest id first, optionally of one event.
     (``status`` here is ``processing`` or ``cancelled``; the order itself tells
     its render outcome.)"""
-    found, nxt = await state.db.orders.of_buyer(who.sub, event_id, cursor, limit)
+    found, nxt = await state.store.orders.of_buyer(who.sub, event_id, cursor, limit)
     items = []
     for order in found:
-        if (event := await state.db.event(order.event_id)) is not None:
+        if (event := await state.store.event(order.event_id)) is not None:
             items.append(order_summary(order, event))
     return Page(items=items, next=nxt)
 
 
 @router.get("/{order_id}", response_model=OrderOut, responses=problems(401, 404, 422, 429))
 async def get_order(order_id: str, who: Reader, state: State) -> OrderOut:
-    order, event = await visible_order(order_id, who, state.db)
-    status, rendered, failed = await order_outcome(state.redis, state.db, order)
+    order, event = await visible_order(order_id, who, state.store)
+    status, rendered, failed = await order_outcome(state.redis, state.store, order)
     shown = tickets_of(order, 0, ORDER_TICKETS_INLINE)
-    statuses = await order_ticket_statuses(state.db, order, shown, all_rendered=status == "completed")
+    statuses = await order_ticket_statuses(state.store, order, shown, all_rendered=status == "completed")
     return OrderOut(
         id=order.id,
         event_id=order.event_id,
@@ -140,11 +140,11 @@ async def order_tickets(
     order_id: str, who: Reader, state: State, cursor: PlaceCursor = None, limit: Limit = cursors.DEFAULT_LIMIT
 ) -> Page[TicketRef]:
     """An order's tickets in order, a page at a time."""
-    order, _ = await visible_order(order_id, who, state.db)
+    order, _ = await visible_order(order_id, who, state.store)
     start = cursors.decode_index(cursor, order.quantity)
     ids = tickets_of(order, start, limit)
-    status, _, _ = await order_outcome(state.redis, state.db, order)
-    statuses = await order_ticket_statuses(state.db, order, ids, all_rendered=status == "completed")
+    status, _, _ = await order_outcome(state.redis, state.store, order)
+    statuses = await order_ticket_statuses(state.store, order, ids, all_rendered=status == "completed")
     end = start + len(ids)
     return Page(
         items=[TicketRef(id=t, status=statuses.get(t, "queued"), pdf_url=f"/v1/tickets/{t}/pdf") for t in ids],
@@ -158,8 +158,8 @@ async def cancel_order(order_id: str, state: State, who: Canceller) -> CancelOut
     tickets not rendered yet are never rendered, its PDFs are no longer
     served, its codes no longer admit, its tickets go back to the event.
     Idempotent; refused (409) once any of its tickets has been checked in."""
-    order, event = await visible_order(order_id, who, state.db)
-    await cancel.cancel(state.redis, state.db, order, event, who, state.pdf_store())
+    order, event = await visible_order(order_id, who, state.store)
+    await cancel.cancel(state.redis, state.store, order, event, who, state.pdf_store())
     # A retried cancel redoes its steps (the fate is decided) and waits again.
     await replicated(state.redis, state.settings)
     return CancelOut(id=order.id, status="cancelled", revoked=order.quantity)

@@ -89,7 +89,7 @@ async def open_session(order_id: str, request: Request, state: State, creds: Cre
     cross-site request can set one) for the page's cookie."""
     token = bearer_token(creds)
     who = link_reader(state, token, order_id)
-    await order_of_buyer(order_id, who, state.db)
+    await order_of_buyer(order_id, who, state.store)
     secure = request.url.scheme == "https" or state.links.public_url().startswith("https:")
     resp = Response(status_code=204)
     resp.set_cookie(
@@ -127,14 +127,14 @@ class OrderPage(BaseModel):
 
 @router.get("/o/{order_id}/state", response_model=OrderPage)
 async def order_state(order_id: str, who: Reader, state: State) -> OrderPage:
-    head = await order_of_buyer(order_id, who, state.db)
-    order = await state.db.orders.with_holders(head.id)
-    event = await state.db.event(head.event_id)
+    head = await order_of_buyer(order_id, who, state.store)
+    order = await state.store.orders.with_holders(head.id)
+    event = await state.store.event(head.event_id)
     if order is None or event is None:
         raise Problem(404, "order not found")
-    status, rendered, failed = await order_outcome(state.redis, state.db, order)
+    status, rendered, failed = await order_outcome(state.redis, state.store, order)
     ids = [ticket_id(order.id, n) for n in range(order.quantity)]
-    statuses = await order_ticket_statuses(state.db, order, ids, all_rendered=status == "completed")
+    statuses = await order_ticket_statuses(state.store, order, ids, all_rendered=status == "completed")
     lines = [TicketLine(id=t, holder=order.holder_of(n), status=statuses.get(t, "queued")) for n, t in enumerate(ids)]
     tier = event.tier(order.tier)
     starts = event.starts_at.astimezone(ZoneInfo(event.timezone))
@@ -153,7 +153,7 @@ async def ticket_pdf(order_id: str, ticket: str, who: Reader, state: State) -> R
     where = order_of_ticket(ticket)
     if where is None or where[0] != order_id:
         raise Problem(404, "ticket not found")
-    t = await ticket_of(state.db, ticket)
+    t = await ticket_of(state.store, ticket)
     if t is None or t.owner_id != who.sub:
         raise Problem(404, "ticket not found")
     return await pdf_answer(state, t)
@@ -163,7 +163,7 @@ async def ticket_pdf(order_id: str, ticket: str, who: Reader, state: State) -> R
 async def all_tickets_pdf(order_id: str, who: Reader, state: State, part: int = 0) -> Response:
     if not 0 <= part <= 1000:
         raise Problem(404, "no such part")
-    return await joined_pdf(state, await order_of_buyer(order_id, who, state.db), part)
+    return await joined_pdf(state, await order_of_buyer(order_id, who, state.store), part)
 
 
 @router.get("/q/{queue_id}")
@@ -200,7 +200,7 @@ async def queue_state(queue_id: str, state: State, creds: Credentials) -> PlaceP
     """The place, read with its link (Authorization header)."""
     who = await counted(state, link_holder(state, bearer_token(creds), QUEUE_SCOPE + queue_id))
     held = await store.place_holder(state.redis, queue_id) if is_valid_id(queue_id, "qu") else None
-    event = await state.db.event(held[0]) if held is not None and held[1] == who.sub else None
+    event = await state.store.event(held[0]) if held is not None and held[1] == who.sub else None
     if event is None:
         raise Problem(404, "place not found")
     place = await place_of(state, event, who.sub)

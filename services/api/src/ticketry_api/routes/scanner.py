@@ -30,7 +30,7 @@ Door = Annotated[Principal, Depends(rate_limited("reads", "staff", "organizer"))
 
 async def _door_event(state: AppState, event_id: str, who: Principal) -> Event:
     """The event if ``who`` may scan for it (staff, within their ``org`` and ``events``) or organises it."""
-    event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
+    event = await state.store.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None or (who.role == "organizer" and event.organizer_id != who.sub):
         raise Problem(404, "event not found")
     if not who.may_scan_for(event.id, event.organizer_id):
@@ -41,7 +41,7 @@ async def _door_event(state: AppState, event_id: str, who: Principal) -> Event:
 @router.get("/v1/checkin-lists/{list_id}", response_model=CheckinListOut, responses=problems(401, 403, 404, 422, 429))
 async def checkin_list(list_id: str, who: Door, state: State) -> CheckinListOut:
     """One check-in list: its event and the tiers it admits (all when empty)."""
-    lst = await checkins.list_for(state.db, list_id, who)
+    lst = await checkins.list_for(state.store, list_id, who)
     await _door_event(state, lst.event_id, who)
     return CheckinListOut(id=lst.id, event_id=lst.event_id, name=lst.name, tiers=lst.tiers)
 
@@ -61,7 +61,7 @@ async def revocations(event_id: str, who: Door, state: State) -> RevocationsOut:
     """The event's cancelled orders, for scanners that judge codes offline; up
     to ten seconds old."""
     event = await _door_event(state, event_id, who)
-    orders, as_of = await state.db.revocations.of(event.id)
+    orders, as_of = await state.store.revocations.of(event.id)
     return RevocationsOut(event_id=event.id, orders=orders, as_of=as_of)
 
 
@@ -110,10 +110,10 @@ async def checkin_list_tickets(
     tier, and whether the ticket is valid, cancelled or already admitted on
     this list. Whoever may scan on the list (its event's staff, its
     organiser, admin) may read it."""
-    lst = await checkins.list_for(state.db, list_id, who)
+    lst = await checkins.list_for(state.store, list_id, who)
     event = await _door_event(state, lst.event_id, who)
     as_of = utcnow()
-    page = await door_tickets.read_page(state.db, lst, cursor, limit)
+    page = await door_tickets.read_page(state.store, lst, cursor, limit)
     names = door_tickets.tier_names(event)
     items = [
         DoorTicketOut(

@@ -35,7 +35,7 @@ async def owned_ticket(ticket_id: str, who: Principal, store: Store) -> TicketOf
 # 403: a staff token bound to no organizer or events (refused wherever it goes).
 @router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 403, 404, 422, 429))
 async def get_ticket(ticket_id: str, who: Reader, state: State) -> TicketOut:
-    t = await owned_ticket(ticket_id, who, state.db)
+    t = await owned_ticket(ticket_id, who, state.store)
     status = await live_ticket_status(state, t)
     return TicketOut(
         id=t.id, order_id=t.order_id, event_id=t.event_id, holder_name=t.holder_name,
@@ -55,4 +55,4 @@ PDF_RESPONSES: dict[int | str, dict[str, object]] = {
 
 @router.get("/{ticket_id}/pdf", response_class=Response, responses=PDF_RESPONSES)
 async def get_ticket_pdf(ticket_id: str, who: Reader, state: State) -> Response:
-    return await pdf_answer(state, await owned_ticket(ticket_id, who, state.db))
+    return await pdf_answer(state, await owned_ticket(ticket_id, who, state.store))

@@ -1,6 +1,6 @@
 """The api's store code, in one package: one :class:`Store` per process, made
 in the api's lifespan for the server it found there (``StoreTraits``, from
-its ``buildInfo``), reached through the app state (``deps.AppState.db``) or
+its ``buildInfo``), reached through the app state (``deps.AppState.store``) or
 passed to whoever reads or writes. The rest of the api speaks to the store
 through it alone (the one port): ``ledger`` (capacity), ``orders``, ``fates``
 (cancel or admitted, decided once), ``checkins``, ``tickets`` (the read

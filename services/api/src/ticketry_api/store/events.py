@@ -36,6 +36,12 @@ class EventCache:
         """Up to ``limit`` events that start after ``after`` (a scan on FerretDB: rare)."""
         return await Event.find({"starts_at": {"$gt": after}}).limit(limit).to_list()
 
+    @staticmethod
+    async def started_before(before: datetime) -> list[str]:
+        """The ids of the events that started before ``before`` (a scan on FerretDB: rare)."""
+        found = Event.get_pymongo_collection().find({"starts_at": {"$lt": before}}, {"_id": 1})
+        return [d["_id"] async for d in found]
+
     async def get(self, event_id: str) -> Event | None:
         """The event (None: no such event; a miss is not cached)."""
         if (cached := self._events.get(event_id)) is not None:

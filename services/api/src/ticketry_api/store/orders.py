@@ -5,7 +5,7 @@ its unique index, only after a lost race)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -120,6 +120,12 @@ class Orders:
         return sorted(
             d["_id"] for d in await col.find({"event_id": event_id, "status": "cancelled"}, {"_id": 1}).to_list()
         )
+
+    @staticmethod
+    async def ids_of_event(event_id: str) -> AsyncIterator[str]:
+        """The ids of an event's orders, as they come (a scan on FerretDB)."""
+        async for doc in Order.get_pymongo_collection().find({"event_id": event_id}, {"_id": 1}):
+            yield doc["_id"]
 
     async def by_idem(self, idem: str) -> Order | None:
         """The order of a buyer's Idempotency-Key scope (its unique ``idem``)."""

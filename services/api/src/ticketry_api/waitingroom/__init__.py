@@ -21,11 +21,11 @@ from ticketry_api.waitingroom.admitter import Admitter
 from ticketry_api.waitingroom.core import permission_key
 
 
-async def run(redis: Redis, db: Store, shedding: Shedding, settings: ApiSettings, stop: asyncio.Event) -> None:
+async def run(redis: Redis, store: Store, shedding: Shedding, settings: ApiSettings, stop: asyncio.Event) -> None:
     """The admission loop of this api process, until ``stop``."""
     admitter = Admitter(
         redis,
-        db,
+        store,
         shedding,
         consumer=f"api-{socket.gethostname()}-{os.getpid()}",
         key=permission_key(settings.jwt_key),

@@ -37,7 +37,7 @@ class _Room:
 @dataclass
 class Admitter:
     redis: Redis
-    db: Store
+    store: Store
     shedding: Shedding
     consumer: str
     key: bytes  # core.permission_key
@@ -71,7 +71,7 @@ class Admitter:
                 self.rooms.pop(event_id, None)  # another api admits; start afresh if it comes back
 
     async def tick_room(self, event_id: str, now: float, now_ms: int) -> None:
-        event = await self.db.event(event_id)
+        event = await self.store.event(event_id)
         if event is None or not event.waiting_room:
             await store.stop_ticking(self.redis, event_id)
             return
@@ -103,7 +103,7 @@ class Admitter:
         )  # fmt: skip
         # A room's first tick starts from what the api sustains (measured), then adjusts.
         rate = core.admission_rate(st.rate or signals.capacity_per_s, signals, self.limits)
-        left = tickets_left(event, (await self.db.ledger.sold(event.id)).sold)
+        left = tickets_left(event, (await self.store.ledger.sold(event.id)).sold)
         n, carry = core.to_admit(rate, dt, st.carry, waiting=st.waiting, tickets_left=left, outstanding=st.outstanding)
         sold_out = left <= 0
         expires_ms = now_ms + int(self.permission_ttl_s * 1000)

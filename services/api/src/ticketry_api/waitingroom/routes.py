@@ -78,7 +78,7 @@ async def join_queue(event_id: str, who: Buyer, state: State) -> QueuePlace:
     A new buyer while ``TICKETRY_ROOM_MAX_QUEUE`` places wait is answered 503
     ``…/queue-full`` with ``Retry-After``, and once the organiser closed the
     room 409 ``…/queue-closed`` (a place held before says ``closed: true``)."""
-    event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
+    event = await state.store.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
     if not event.waiting_room:
@@ -149,7 +149,7 @@ async def close_queue(event_id: str, who: Organizer, state: State) -> RoomAdmiss
 
 async def _own_room(event_id: str, who: Principal, state: AppState) -> Event:
     """The event whose room ``who`` may act on (its organiser, or an admin)."""
-    event = await state.db.event(event_id) if is_valid_id(event_id, "ev") else None
+    event = await state.store.event(event_id) if is_valid_id(event_id, "ev") else None
     if event is None:
         raise Problem(404, "event not found")
     # Events are readable by anyone signed in (GET /v1/events/{id}): a 403 leaks nothing.

@@ -79,36 +79,36 @@ def _out(hook: WebhookEndpoint) -> WebhookOut:
 async def create_webhook(
     event_id: str, body: WebhookIn, who: Organizer, settings: Settings, state: State
 ) -> WebhookCreated:
-    event = await own_event(state.db, event_id, who)
+    event = await own_event(state.store, event_id, who)
     try:
         await check_destination(body.url, allow_private=settings.allow_private)
     except RefusedDestination as exc:
         raise Problem(422, "refused webhook URL", str(exc), kind="webhook-url") from None
-    if await state.db.endpoints.count(event.id) >= settings.max_endpoints_per_event:
+    if await state.store.endpoints.count(event.id) >= settings.max_endpoints_per_event:
         raise Problem(409, "too many webhooks", f"an event has at most {settings.max_endpoints_per_event}")
     hook = WebhookEndpoint(
         id=f"wh_{secrets.token_hex(10)}", event_id=event.id, url=body.url, secret=new_secret(),
         types=sorted(set(body.types), key=body.types.index), description=body.description, created_by=who.sub,
     )  # fmt: skip
     await index.adding(state.redis, event.id)  # a crash after the insert leaves the event in
-    await state.db.endpoints.insert(hook)
+    await state.store.endpoints.insert(hook)
     await index.adding(state.redis, event.id)  # again: a concurrent delete may have removed it meanwhile
     return WebhookCreated(**_out(hook).model_dump(), secret=hook.secret)
 
 
 @router.get("", response_model=WebhookList, responses=problems(401, 403, 404, 422))
 async def list_webhooks(event_id: str, who: Organizer, state: State) -> WebhookList:
-    event = await own_event(state.db, event_id, who)
-    found = await state.db.endpoints.of_event(event.id)
+    event = await own_event(state.store, event_id, who)
+    found = await state.store.endpoints.of_event(event.id)
     return WebhookList(items=[_out(h) for h in found])
 
 
 @router.delete("/{webhook_id}", status_code=204, responses=problems(401, 403, 404, 422))
 async def delete_webhook(event_id: str, webhook_id: str, who: Organizer, state: State) -> Response:
-    event = await own_event(state.db, event_id, who)
-    hook = await state.db.endpoints.get(webhook_id) if _WEBHOOK_ID.match(webhook_id) else None
+    event = await own_event(state.store, event_id, who)
+    hook = await state.store.endpoints.get(webhook_id) if _WEBHOOK_ID.match(webhook_id) else None
     if hook is None or hook.event_id != event.id:
         raise Problem(404, "webhook not found")
-    await state.db.endpoints.delete(hook.id)
-    await index.removed(state.redis, state.db.endpoints, event.id)
+    await state.store.endpoints.delete(hook.id)
+    await index.removed(state.redis, state.store.endpoints, event.id)
     return Response(status_code=204)
