@@ -14,6 +14,8 @@ from ticketry.documents import ORDER_SUMMARY, Order, utcnow
 from ticketry_api.store.reads import Reads, page_by_id
 from ticketry_api.store.writer import Step, Writer
 
+# What a webhook delivery reads of an order.
+_SUMMARY_FIELDS = {"event_id": 1, "tier": 1, "quantity": 1}
 # What a door's page reads of an order.
 _DOOR_FIELDS = {"quantity": 1, "tier": 1, "holder_name": 1, "holders": 1, "status": 1}
 
@@ -109,9 +111,10 @@ class Orders:
             await found.close()
         return docs
 
-    async def each(self, order_ids: list[str], fields: dict[str, int]) -> dict[str, dict[str, Any]]:
-        """``_id`` → those ``fields`` of the orders of ``order_ids`` that exist (``Reads.each``)."""
-        return await self._reads.each(Order.get_pymongo_collection(), order_ids, fields)
+    async def summaries(self, order_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """``_id`` → the event, tier and quantity of the orders of ``order_ids``
+        that exist (``Reads.each``): what a webhook delivery tells of an order."""
+        return await self._reads.each(Order.get_pymongo_collection(), order_ids, _SUMMARY_FIELDS)
 
     @staticmethod
     async def cancelled_of(event_id: str) -> list[str]:

@@ -37,7 +37,6 @@ from ticketry_api.webhooks.models import Delivery, message_id, payload, webhook_
 log = logging.getLogger(__name__)
 
 BATCH = 500
-_ORDER_FIELDS = {"event_id": 1, "tier": 1, "quantity": 1}
 _ORDER_EVENTS = (b"order.completed", b"order.cancelled")
 
 ORDER_READS = Counter("ticketry_webhook_order_reads", "Orders the webhook dispatcher read from the store")
@@ -67,7 +66,7 @@ async def deliveries_for(redis: Redis, store: Store, events: list[TicketEvent]) 
         return []
     ORDER_READS.inc(len(order_ids))
     readable = set(order_ids)
-    orders = await store.orders.each(order_ids, _ORDER_FIELDS)
+    orders = await store.orders.summaries(order_ids)
     by_event = await store.endpoints.types_by_event(sorted({d["event_id"] for d in orders.values()}))
     out: list[Delivery] = []
     for ev, type_ in wanted:
