@@ -21,7 +21,7 @@ from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
-from ticketry_api import errors, openapi_links, retention, waitingroom, webhooks
+from ticketry_api import errors, openapi_doc, retention, waitingroom, webhooks
 from ticketry_api.checkins import forget_old_nonces
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
@@ -140,7 +140,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(webhooks.router)
     app.include_router(waitingroom_routes.router)  # POST /v1/events/{id}/queue
     app.include_router(asyncapi_routes.router)  # GET /asyncapi.json: every stream (ticketry.messages)
-    openapi_links.install(app)  # /openapi.json with links from what creates to what uses it
+    openapi_doc.install(app)  # /openapi.json: ids, links, problem types and examples added
     return app
 
 

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
-
 _EVENT = "$response.body#/id"
 _ORDER = "$response.body#/id"
 _FIRST_TICKET = "$response.body#/tickets/0"
@@ -77,16 +74,3 @@ def add_links(document: dict[str, Any]) -> dict[str, Any]:
                 found[name] = {"operationId": target["operationId"], "parameters": parameters}
         response["links"] = found
     return document
-
-
-def install(app: FastAPI) -> None:
-    """Serve the document with its links (built once, as FastAPI does)."""
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            app.openapi_schema = add_links(
-                get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-            )
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]

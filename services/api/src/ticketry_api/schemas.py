@@ -22,6 +22,7 @@ from pydantic import (
 )
 from ticketry.documents import PERMISSION_TICKETS, PublicOrderStatus, TicketStatus
 from ticketry.events import TIER_ID_PATTERN, Lane
+from ticketry.ids import PLACE_DIGITS
 
 # Control (incl. newlines, NUL), format (bidi overrides, zero-width), surrogate,
 # private-use and unassigned code points: none belongs on a printed ticket.
@@ -83,6 +84,15 @@ Price = Annotated[
     WithJsonSchema({"type": "string", "pattern": PRICE_PATTERN, "examples": ["25.00"]}),
     Field(ge=0, le=1_000_000, max_digits=9, decimal_places=2),
 ]
+
+
+def id_pattern(kind: str) -> str:
+    """The spelling of a ``kind`` id (``ev``, ``or``, ``cl``, ``tk``, ``wh``…) as
+    ``ticketry.ids`` makes it. The API answers any other spelling 404 (no such
+    thing), so the document states the pattern and the API need not refuse it as 422."""
+    if kind == "tk":
+        return rf"^tk_[0-9a-f]{{20}}_[0-9]{{{PLACE_DIGITS}}}$"
+    return rf"^{kind}_[0-9a-f]{{20}}$"
 
 
 class _In(BaseModel):
@@ -228,7 +238,7 @@ class Page(BaseModel, Generic[T]):
 
 
 class OrderIn(_In):
-    event_id: str = Field(min_length=1, max_length=64)
+    event_id: str = Field(min_length=1, max_length=64, json_schema_extra={"pattern": id_pattern("ev")})
     quantity: int = Field(gt=0, le=QUANTITY_CEILING, strict=True)
     holder_name: Holder
     tier: TierId = "standard"
