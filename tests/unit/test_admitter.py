@@ -24,9 +24,10 @@ from ticketry import streams
 from ticketry.db import connect_mongo
 from ticketry.documents import Event
 from ticketry.ids import new_id
+from ticketry_api.core import waitingroom
 from ticketry_api.middleware.shedding import Shedding
 from ticketry_api.store import Store
-from ticketry_api.waitingroom import core, store
+from ticketry_api.waitingroom import store
 from ticketry_api.waitingroom.admitter import Admitter
 from ticketry_devstack.procs import ferretdb_proc
 
@@ -34,7 +35,7 @@ from tests.helpers import serving
 
 CAPACITY_PER_S = 40.0
 TICKETS = 10
-LIMITS = core.RateLimits()
+LIMITS = waitingroom.RateLimits()
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +96,7 @@ async def test_shedding_drops_the_rate_at_once_and_it_climbs_back_without(redis:
     # Given a room on sale with 50 buyers for 10 tickets, and an api that sustains 40 orders/s
     event_id = await on_sale_room(redis, 50)
     signal = Signal()
-    admitter = Admitter(redis, db, cast(Shedding, signal), consumer="api-test", key=core.permission_key("s"))
+    admitter = Admitter(redis, db, cast(Shedding, signal), consumer="api-test", key=waitingroom.permission_key("s"))
 
     # When the admitter ticks: the room starts from what the api sustains (probing over it)
     await admitter.tick()

@@ -1,4 +1,4 @@
-"""The capacity ledger's pure rules (ticketry_api.store.ledger_core): finding
+"""The capacity ledger's pure rules (ticketry_api.core.ledger): finding
 the head by lookups of single entries, and which waiting changes an entry
 takes. Plain data, no server."""
 
@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 import pytest
-from ticketry_api.store.ledger_core import Head, batches, find_head, fit
+from ticketry_api.core.ledger import Head, batches, find_head, fit
 
 
 class Ledger:

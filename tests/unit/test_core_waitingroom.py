@@ -1,4 +1,4 @@
-"""The waiting room's pure rules (ticketry_api.waitingroom.core): places,
+"""The waiting room's pure rules (ticketry_api.core.waitingroom): places,
 positions, the admission rate (table), whole admissions per tick, permissions."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from ticketry_api.waitingroom import core
-from ticketry_api.waitingroom.core import RateLimits, Signals
+from ticketry_api.core import waitingroom
+from ticketry_api.core.waitingroom import RateLimits, Signals
 
 LIM = RateLimits(min_rate=1.0, max_rate=1000.0, step=10.0, backoff=0.5, probe=1.2, window_s=5.0, window_min=20)
 
@@ -34,7 +34,7 @@ def sig(capacity: float = 100.0, used: float = 0.0, shed: float = 0.0, outstandi
     ],
 )
 def test_admission_rate(prev: float, signals: Signals, expected: float, why: str) -> None:
-    assert core.admission_rate(prev, signals, LIM) == pytest.approx(expected), why
+    assert waitingroom.admission_rate(prev, signals, LIM) == pytest.approx(expected), why
 
 
 @pytest.mark.parametrize(
@@ -53,20 +53,20 @@ def test_admission_rate(prev: float, signals: Signals, expected: float, why: str
 def test_to_admit(
     rate: float, dt: float, carry: float, waiting: int, left: int, outstanding: int, expected: tuple[int, float]
 ) -> None:
-    n, rest = core.to_admit(rate, dt, carry, waiting=waiting, tickets_left=left, outstanding=outstanding)
+    n, rest = waitingroom.to_admit(rate, dt, carry, waiting=waiting, tickets_left=left, outstanding=outstanding)
     assert (n, round(rest, 6)) == expected
 
 
 def test_early_scores_are_a_fair_draw_before_every_later_place() -> None:
-    draws = [core.early_score() for _ in range(20_000)]
-    assert all(0.0 <= d < core.EARLY_LIMIT and core.is_early(d) for d in draws)
+    draws = [waitingroom.early_score() for _ in range(20_000)]
+    assert all(0.0 <= d < waitingroom.EARLY_LIMIT and waitingroom.is_early(d) for d in draws)
     assert len(set(draws)) == len(draws)  # no ties in practice
     # Uniform: each tenth of [0, 1) gets its share (±15 %), the mean is ½.
     per_tenth = [sum(1 for d in draws if k / 10 <= d < (k + 1) / 10) for k in range(10)]
     assert min(per_tenth) > 1700 and max(per_tenth) < 2300, per_tenth
     assert statistics.mean(draws) == pytest.approx(0.5, abs=0.02)
-    later = [core.late_score(n) for n in (1, 2, 3)]
-    assert later == sorted(later) and all(not core.is_early(s) and s > max(draws) for s in later)
+    later = [waitingroom.late_score(n) for n in (1, 2, 3)]
+    assert later == sorted(later) and all(not waitingroom.is_early(s) and s > max(draws) for s in later)
 
 
 @pytest.mark.parametrize(
@@ -74,36 +74,36 @@ def test_early_scores_are_a_fair_draw_before_every_later_place() -> None:
     [(0, 0, True, 1), (9, 0, True, 10), (9, 4, True, 6), (3, 4, True, 0), (3, 400, True, 0), (5, 0, False, None)],
 )
 def test_position(rank: int, admitted: int, drawn: bool, expected: int | None) -> None:
-    assert core.position(rank, admitted, drawn=drawn) == expected
+    assert waitingroom.position(rank, admitted, drawn=drawn) == expected
 
 
 def test_positions_only_move_forward_as_admission_grows() -> None:
     for rank in (0, 1, 17, 250):
-        seen = [core.position(rank, a, drawn=True) for a in range(0, 300, 7)]
+        seen = [waitingroom.position(rank, a, drawn=True) for a in range(0, 300, 7)]
         assert all(p is not None for p in seen)
         assert seen == sorted(seen, key=lambda p: -(p or 0)), rank
 
 
 def test_eta() -> None:
-    assert core.eta_s(10, 5.0) == 2.0
-    assert core.eta_s(0, 5.0) == 0.0
-    assert core.eta_s(None, 5.0, until_on_sale_s=12.34) == 12.3  # not drawn: the time to the sale
-    assert core.eta_s(None, 5.0) is None
-    assert core.eta_s(10, 5.0, until_on_sale_s=3.0) == 5.0
+    assert waitingroom.eta_s(10, 5.0) == 2.0
+    assert waitingroom.eta_s(0, 5.0) == 0.0
+    assert waitingroom.eta_s(None, 5.0, until_on_sale_s=12.34) == 12.3  # not drawn: the time to the sale
+    assert waitingroom.eta_s(None, 5.0) is None
+    assert waitingroom.eta_s(10, 5.0, until_on_sale_s=3.0) == 5.0
 
 
-KEY = core.permission_key("x" * 32)
+KEY = waitingroom.permission_key("x" * 32)
 
 
 def test_permission_for_its_buyer_and_event_only() -> None:
-    token = core.sign_permission(KEY, "ev_1", "alice", "qu_1", 2_000)
-    got = core.verify_permission(KEY, token, "ev_1", "alice", 1_000)
-    assert got == core.Permission("qu_1", 2_000)
+    token = waitingroom.sign_permission(KEY, "ev_1", "alice", "qu_1", 2_000)
+    got = waitingroom.verify_permission(KEY, token, "ev_1", "alice", 1_000)
+    assert got == waitingroom.Permission("qu_1", 2_000)
     bad: list[tuple[bytes, str | None, str, str, int]] = [
         (KEY, token, "ev_1", "bob", 1_000),  # another buyer's
         (KEY, token, "ev_2", "alice", 1_000),  # another event
         (KEY, token, "ev_1", "alice", 2_000),  # expired
-        (core.permission_key("y" * 32), token, "ev_1", "alice", 1_000),  # another secret
+        (waitingroom.permission_key("y" * 32), token, "ev_1", "alice", 1_000),  # another secret
         (KEY, token.replace(".2000.", ".9000."), "ev_1", "alice", 1_000),  # expiry stretched
         (KEY, None, "ev_1", "alice", 1_000),
         (KEY, "", "ev_1", "alice", 1_000),
@@ -111,8 +111,8 @@ def test_permission_for_its_buyer_and_event_only() -> None:
         (KEY, "eyJhbGciOiJIUzI1NiJ9.e30.sig", "ev_1", "alice", 1_000),  # a token is no permission
     ]
     for args in bad:
-        with pytest.raises(core.BadPermission):
-            core.verify_permission(*args)
+        with pytest.raises(waitingroom.BadPermission):
+            waitingroom.verify_permission(*args)
 
 
 @pytest.mark.parametrize(
@@ -126,4 +126,4 @@ def test_permission_for_its_buyer_and_event_only() -> None:
     ],
 )
 def test_full_retry_after(max_queue: int, rate: float, expected: int) -> None:
-    assert core.full_retry_after_s(max_queue, rate) == expected
+    assert waitingroom.full_retry_after_s(max_queue, rate) == expected

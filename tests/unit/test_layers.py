@@ -30,11 +30,11 @@ PACKAGES = {
 }
 
 CORE = [
-    "ticketry_api.waitingroom.core",
-    "ticketry_api.store.ledger_core",
-    "ticketry_api.store.batches",
-    "ticketry_api.webhooks.decide",
-    "ticketry_api.webhooks.signing",
+    "ticketry_api.core.waitingroom",
+    "ticketry_api.core.ledger",
+    "ticketry_api.core.batches",
+    "ticketry_api.core.deliveries",
+    "ticketry_api.core.signing",
     "ticketry_renderer.decision",
     "ticketry_renderer.rate",
     "ticketry_notifier.handshake",

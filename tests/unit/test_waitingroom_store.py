@@ -12,7 +12,8 @@ from typing import Any
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.ids import new_id
-from ticketry_api.waitingroom import core, store
+from ticketry_api.core import waitingroom
+from ticketry_api.waitingroom import store
 
 EVENT = "ev_" + "ab" * 10
 
@@ -43,7 +44,7 @@ async def test_one_place_per_buyer_however_often_and_at_once(redis: Redis) -> No
 
 async def test_early_by_redis_clock_random_then_late_in_order(redis: Redis) -> None:
     future = now_ms() + 3_600_000
-    early = [await join(redis, f"e{i}", on_sale_ms=future, early=core.early_score()) for i in range(20)]
+    early = [await join(redis, f"e{i}", on_sale_ms=future, early=waitingroom.early_score()) for i in range(20)]
     assert all(j.score < 1 and not j.drawn for j in early)
     # The same line once the sale started (an event whose on_sale_at passed)
     late = await asyncio.gather(*(join(redis, f"l{i}") for i in range(30)))

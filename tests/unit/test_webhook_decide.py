@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ticketry_api.webhooks.decide import DeadLetter, Decision, Done, Failure, Retry, backoff, decide
+from ticketry_api.core.deliveries import DeadLetter, Decision, Done, Failure, Retry, backoff, decide
 
 TIMEOUT = Failure("timed out after 10 s")
 REFUSED = Failure("ConnectError: connection refused")

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import pytest
 from redis.asyncio import Redis
 from ticketry.webhook_documents import WebhookEndpoint
+from ticketry_api.core.deliveries import DeadLetter, Failure, decide
 from ticketry_api.webhooks.config import WebhookSettings
-from ticketry_api.webhooks.decide import DeadLetter, Failure, decide
 from ticketry_api.webhooks.destinations import IPAddress
 from ticketry_api.webhooks.models import Delivery
 from ticketry_api.webhooks.sender import Sender

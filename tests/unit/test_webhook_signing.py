@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from ticketry_api.webhooks import signing
+from ticketry_api.core import signing
 
 # The Standard Webhooks / Svix reference vector: what any receiver library checks.
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -1,4 +1,4 @@
-"""The api writer's pure rules (ticketry_api.store.batches): cutting a
+"""The api writer's pure rules (ticketry_api.core.batches): cutting a
 collection's queued calls into insert_many runs, and telling each caller which
 of its documents were duplicates. Plain data, no server."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from ticketry_api.store.batches import DUPLICATE_KEY, MAX_DOCS, outcomes, runs
+from ticketry_api.core.batches import DUPLICATE_KEY, MAX_DOCS, outcomes, runs
 
 
 def cut(sizes: list[int], max_docs: int = MAX_DOCS) -> list[list[int]]:

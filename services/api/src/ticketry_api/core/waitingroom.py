@@ -18,7 +18,7 @@ early arrival may still draw ahead of it.
 
 **Admission rate** (:func:`admission_rate`): what the api sustains, measured
 and adjusted each tick, additive increase and multiplicative decrease around
-the measured capacity (``admission.CapacityMeter``): the api refused orders
+the measured capacity (``middleware.shedding.CapacityMeter``): the api refused orders
 (503) → admit less than went through; buyers hold many permissions they have
 not used yet → admit only as fast as they use them (self-clocked); else probe
 up, a step per tick, to a little over the measured capacity (so a faster api is

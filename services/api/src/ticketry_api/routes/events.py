@@ -15,6 +15,7 @@ from ticketry.ids import is_valid_id, new_id
 
 from ticketry_api import ratelimit
 from ticketry_api.core import cursors
+from ticketry_api.core.ledger import Head
 from ticketry_api.core.pricing import minor_to_decimal
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State, rate_limited, require
@@ -31,7 +32,6 @@ from ticketry_api.schemas import (
     Page,
     TierOut,
 )
-from ticketry_api.store.ledger_core import Head
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/events", tags=["events"])

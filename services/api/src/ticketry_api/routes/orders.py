@@ -12,6 +12,7 @@ from ticketry_api import cancel
 from ticketry_api.core import cursors
 from ticketry_api.core.names import NameLimits
 from ticketry_api.core.pricing import unit_price_of
+from ticketry_api.core.waitingroom import permission_key
 from ticketry_api.deps import State, rate_limited, require
 from ticketry_api.errors import problems
 from ticketry_api.orders import place_order
@@ -27,7 +28,6 @@ from ticketry_api.schemas import (
     Page,
     TicketRef,
 )
-from ticketry_api.waitingroom.core import permission_key
 from ticketry_api.waitingroom.gate import OrderGate
 from ticketry_api.web.links import status_page_url
 

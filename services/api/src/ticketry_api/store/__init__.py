@@ -20,7 +20,7 @@ what each costs, and what runs on MongoDB instead:
   array to keep releases once-only).
 - **Only a filter that is exactly ``{"_id": …}`` is pushed down** (any other
   filter or sort decodes the whole collection): the ledger's head is found by
-  point reads, doubling then bisecting (``ledger_core.find_head``, 2·log2(n)
+  point reads, doubling then bisecting (``core.ledger.find_head``, 2·log2(n)
   reads); what is read by a known set of ids is read one ``_id`` at a time,
   side by side (``reads.Reads``): an order's tickets' outcomes and check-ins up
   to ``reads.POINT_READS_UP_TO`` tickets, by a scan above, the orders of a
@@ -41,7 +41,7 @@ what each costs, and what runs on MongoDB instead:
 - **No transactions**: each step of an order is safe to crash after (see
   ``orders``); nothing here needs more than one document to change at once.
 
-The pure rules are in ``ledger_core`` and ``batches`` (unit-tested without a
+The pure rules are in ``ticketry_api.core.ledger`` and ``core.batches`` (unit-tested without a
 server); the other modules do the I/O. Every
 store test runs on FerretDB; the MongoDB forms of the reads run there too
 (correct on any store, only slower on FerretDB: ``tests/e2e/test_store_traits``).

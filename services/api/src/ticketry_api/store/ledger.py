@@ -32,8 +32,8 @@ from typing import Any
 from ticketry.db import StoreTraits
 from ticketry.documents import Event, Reservation
 
+from ticketry_api.core.ledger import Head, batches, find_head, fit
 from ticketry_api.core.problem import Problem
-from ticketry_api.store.ledger_core import Head, batches, find_head, fit
 from ticketry_api.store.writer import Chain, Step, Writer, settle
 
 __all__ = ["Head", "Ledger", "head", "newest"]

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError
 
-from ticketry_api.store.batches import outcomes, runs
+from ticketry_api.core.batches import outcomes, runs
 
 T = TypeVar("T")
 

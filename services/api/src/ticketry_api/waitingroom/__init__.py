@@ -1,5 +1,6 @@
-"""Waiting rooms for on-sales: ``core`` (pure rules: places,
-positions, the admission rate, permissions), ``store`` (Redis), ``admitter``
+"""Waiting rooms for on-sales: their pure rules (places, positions, the
+admission rate, permissions) are ``ticketry_api.core.waitingroom``; here
+``store`` (Redis), ``admitter``
 (the admission loop every api runs), ``gate`` (what ``POST /v1/orders`` asks
 of an on-sale) and ``routes`` (``POST /v1/events/{id}/queue``). The buyer's
 live position comes from the notifier (``ticketry_notifier.queue``), fed by the
@@ -15,10 +16,10 @@ import socket
 from redis.asyncio import Redis
 
 from ticketry_api.config import ApiSettings
+from ticketry_api.core.waitingroom import permission_key
 from ticketry_api.middleware.shedding import Shedding
 from ticketry_api.store import Store
 from ticketry_api.waitingroom.admitter import Admitter
-from ticketry_api.waitingroom.core import permission_key
 
 
 async def run(redis: Redis, store: Store, shedding: Shedding, settings: ApiSettings, stop: asyncio.Event) -> None:

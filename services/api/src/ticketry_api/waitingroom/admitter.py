@@ -1,7 +1,7 @@
 """The admission loop, in every api process: each tick it reports this
 process's measured order rate (for whichever api admits), and for each open
 room whose lock it holds (one admitter per room, any api) it measures, sets the
-rate (:func:`core.admission_rate`) and admits the next buyers with signed
+rate (:func:`ticketry_api.core.waitingroom.admission_rate`) and admits the next buyers with signed
 permissions (:func:`store.admit`, compare-and-set).
 """
 
@@ -16,11 +16,12 @@ from redis.asyncio import Redis
 from ticketry.documents import Event
 from ticketry.tasks import pause
 
+from ticketry_api.core import waitingroom
 from ticketry_api.core.problem import Problem
 from ticketry_api.middleware.shedding import Shedding
 from ticketry_api.replicas import ReplicaSettings, replicated
 from ticketry_api.store import Store
-from ticketry_api.waitingroom import core, store
+from ticketry_api.waitingroom import store
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +41,11 @@ class Admitter:
     store: Store
     shedding: Shedding
     consumer: str
-    key: bytes  # core.permission_key
+    key: bytes  # waitingroom.permission_key
     tick_s: float = 1.0
     permission_ttl_s: float = 120.0
     replicas: ReplicaSettings | None = None  # None: admissions are not waited for
-    limits: core.RateLimits = field(default_factory=core.RateLimits)
+    limits: waitingroom.RateLimits = field(default_factory=waitingroom.RateLimits)
     rooms: dict[str, _Room] = field(default_factory=dict)
     _last_shed: int = 0
     _last_at: float = 0.0
@@ -97,18 +98,20 @@ class Admitter:
             room.used_per_s = st.rate
         room.last_used, room.last_at = st.used, now
         cap, shed = await store.api_capacity(self.redis, now_ms, fresh_ms=int(3000 * max(self.tick_s, 1.0)))
-        signals = core.Signals(
+        signals = waitingroom.Signals(
             capacity_per_s=cap or self.shedding.meter.rate(now), used_per_s=room.used_per_s, shed_per_s=shed,
             outstanding=st.outstanding,
         )  # fmt: skip
         # A room's first tick starts from what the api sustains (measured), then adjusts.
-        rate = core.admission_rate(st.rate or signals.capacity_per_s, signals, self.limits)
+        rate = waitingroom.admission_rate(st.rate or signals.capacity_per_s, signals, self.limits)
         left = tickets_left(event, (await self.store.ledger.sold(event.id)).sold)
-        n, carry = core.to_admit(rate, dt, st.carry, waiting=st.waiting, tickets_left=left, outstanding=st.outstanding)
+        n, carry = waitingroom.to_admit(
+            rate, dt, st.carry, waiting=st.waiting, tickets_left=left, outstanding=st.outstanding
+        )
         sold_out = left <= 0
         expires_ms = now_ms + int(self.permission_ttl_s * 1000)
         nxt = await store.next_in_line(self.redis, event_id, st.admitted, n)
-        permits = [(b, core.sign_permission(self.key, event_id, b, q, expires_ms), expires_ms) for b, q in nxt]
+        permits = [(b, waitingroom.sign_permission(self.key, event_id, b, q, expires_ms), expires_ms) for b, q in nxt]
         got = await store.admit(
             self.redis, event_id, expected=st.admitted, on_sale_ms=on_sale_ms, rate=rate, carry=carry,
             sold_out=sold_out, permits=permits,

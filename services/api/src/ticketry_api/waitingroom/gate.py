@@ -21,8 +21,9 @@ from redis.asyncio import Redis
 from ticketry.auth import Principal
 from ticketry.documents import Event
 
+from ticketry_api.core import waitingroom
 from ticketry_api.core.problem import Problem
-from ticketry_api.waitingroom import core, store
+from ticketry_api.waitingroom import store
 
 
 class OrderGate:
@@ -41,8 +42,8 @@ class OrderGate:
         if not event.waiting_room:
             return
         try:
-            granted = core.verify_permission(self.key, self.permission, event.id, self.who.sub, now_ms)
-        except core.BadPermission as exc:
+            granted = waitingroom.verify_permission(self.key, self.permission, event.id, self.who.sub, now_ms)
+        except waitingroom.BadPermission as exc:
             raise Problem(403, "queue permission required", str(exc), kind="queue-permission") from None
         limit = event.tickets_per_permission()
         if limit is not None and self.quantity > limit:

@@ -13,10 +13,11 @@ from ticketry.auth import Principal
 from ticketry.documents import Event
 from ticketry.ids import is_valid_id, new_id
 
+from ticketry_api.core import waitingroom
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, require
 from ticketry_api.errors import problems
-from ticketry_api.waitingroom import core, store
+from ticketry_api.waitingroom import store
 from ticketry_api.waitingroom.admitter import on_sale_ms_of
 from ticketry_api.web.links import queue_page_url
 
@@ -91,7 +92,7 @@ async def place_of(state: AppState, event: Event, buyer: str) -> QueuePlace:
     on_sale_ms = on_sale_ms_of(event)
     max_queue = state.settings.room_max_queue
     j = await store.join(
-        state.redis, event.id, buyer, on_sale_ms=on_sale_ms, early=core.early_score(), new_id=new_id("qu"),
+        state.redis, event.id, buyer, on_sale_ms=on_sale_ms, early=waitingroom.early_score(), new_id=new_id("qu"),
         max_waiting=max_queue,
     )  # fmt: skip
     if isinstance(j, store.Closed):
@@ -99,17 +100,19 @@ async def place_of(state: AppState, event: Event, buyer: str) -> QueuePlace:
     if isinstance(j, store.Full):
         raise Problem(
             503, "queue full", f"{j.waiting} buyers are waiting for this event, its room's bound: try again later",
-            {"Retry-After": str(core.full_retry_after_s(max_queue, j.rate))}, kind="queue-full",
+            {"Retry-After": str(waitingroom.full_retry_after_s(max_queue, j.rate))}, kind="queue-full",
         )  # fmt: skip
     admitted = j.drawn and j.rank < j.admitted
-    pos = core.position(j.rank, j.admitted, drawn=j.drawn)
+    pos = waitingroom.position(j.rank, j.admitted, drawn=j.drawn)
     permit = j.permit if admitted else None
     return QueuePlace(
         queue_id=j.queue_id,
         event_id=event.id,
         position=pos,
-        eta_s=None if j.paused or j.closed else core.eta_s(pos, j.rate, until_on_sale_s=(on_sale_ms - j.now_ms) / 1000),
-        early=core.is_early(j.score),
+        eta_s=None
+        if j.paused or j.closed
+        else waitingroom.eta_s(pos, j.rate, until_on_sale_s=(on_sale_ms - j.now_ms) / 1000),
+        early=waitingroom.is_early(j.score),
         progress_url=queue_progress_url(state.settings.notifier_public_url, j.queue_id),
         status_page_url=queue_page_url(state.links, j.queue_id, buyer, secret=state.settings.jwt_key),
         admitted=admitted,

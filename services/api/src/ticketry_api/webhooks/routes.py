@@ -20,13 +20,13 @@ from ticketry.auth import Principal
 from ticketry.webhook_documents import WEBHOOK_TYPES, WebhookEndpoint, WebhookType
 
 from ticketry_api.core.problem import Problem
+from ticketry_api.core.signing import new_secret
 from ticketry_api.deps import State, require
 from ticketry_api.errors import problems
 from ticketry_api.events_read import own_event
 from ticketry_api.webhooks import index
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.destinations import RefusedDestination, check_destination
-from ticketry_api.webhooks.signing import new_secret
 
 router = APIRouter(prefix="/v1/events/{event_id}/webhooks", tags=["webhooks"])
 Organizer = Annotated[Principal, Depends(require("organizer"))]

@@ -37,11 +37,11 @@ from ticketry.replies import Entry, as_text
 from ticketry.retry import Retrying
 from ticketry.webhook_documents import WebhookEndpoint
 
+from ticketry_api.core import signing
+from ticketry_api.core.deliveries import DeadLetter, Failure, Retry, decide, describe
 from ticketry_api.store.endpoints import Endpoints
-from ticketry_api.webhooks import signing
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.deadletters import dead_fields
-from ticketry_api.webhooks.decide import DeadLetter, Failure, Retry, decide, describe
 from ticketry_api.webhooks.destinations import (
     PinnedBackend,
     RefusedDestination,
