@@ -35,8 +35,9 @@ from ticketry_api.projector import run_projector
 from ticketry_api.routes import asyncapi as asyncapi_routes
 from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets
 from ticketry_api.routes import pages as page_routes
+from ticketry_api.routes import waitingroom as waitingroom_routes
+from ticketry_api.routes import webhooks as webhook_routes
 from ticketry_api.store import Store
-from ticketry_api.waitingroom import routes as waitingroom_routes
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(downloads.router)  # GET /v1/orders/{id}/pdf (download all)
     app.include_router(scanner.router)  # a door's list and revocations (offline scanning)
     app.include_router(page_routes.router)  # the buyer's page /o/{id} and the scanner /scan
-    app.include_router(webhooks.router)
+    app.include_router(webhook_routes.router)
     app.include_router(waitingroom_routes.router)  # POST /v1/events/{id}/queue
     app.include_router(asyncapi_routes.router)  # GET /asyncapi.json: every stream (ticketry.messages)
     openapi_doc.install(app)  # /openapi.json: ids, links, problem types and examples added

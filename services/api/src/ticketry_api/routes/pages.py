@@ -41,7 +41,7 @@ from ticketry_api.orders_read import order_of_buyer, progress_url
 from ticketry_api.pdf_answers import joined_pdf, pdf_answer
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_of
 from ticketry_api.waitingroom import store
-from ticketry_api.waitingroom.routes import QueuePlace, place_of
+from ticketry_api.waitingroom.places import QueuePlace, place_of
 from ticketry_api.web.assets import SCAN_PAGE_CSP, Asset, load_assets, order_page_csp
 from ticketry_api.web.pdfs import PART_SIZE
 
@@ -203,7 +203,7 @@ async def queue_state(queue_id: str, state: State, creds: Credentials) -> PlaceP
     event = await state.store.event(held[0]) if held is not None and held[1] == who.sub else None
     if event is None:
         raise Problem(404, "place not found")
-    place = await place_of(state, event, who.sub)
+    place = await place_of(state.redis, state.settings, state.links, event, who.sub)
     zone = ZoneInfo(event.timezone)
     starts = event.starts_at.astimezone(zone)
     return PlacePage(

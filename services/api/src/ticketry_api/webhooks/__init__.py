@@ -1,6 +1,6 @@
 """Shop webhooks: signed ``order.*`` messages to an event's endpoints.
 
-``router`` serves ``/v1/events/{id}/webhooks``; :func:`run` is the api
+The routes are ``ticketry_api.routes.webhooks``; :func:`run` is the api
 lifespan's background work: the dispatcher (ticket events → deliveries) and
 the sender (deliveries → HTTP, retries, dead letters). See docs/webhooks.md.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 
@@ -19,20 +18,7 @@ from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.dispatcher import run_dispatcher
 from ticketry_api.webhooks.sender import Sender
 
-if TYPE_CHECKING:
-    from ticketry_api.webhooks.routes import router
-
-__all__ = ["WebhookSettings", "router", "run"]
-
-
-def __getattr__(name: str) -> Any:
-    # The routes (FastAPI and the event routes) load only where they are served:
-    # ticketryctl imports this package for its dead letters and starts faster.
-    if name == "router":
-        from ticketry_api.webhooks.routes import router
-
-        return router
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["WebhookSettings", "run"]
 
 
 async def run(redis: Redis, store: Store, settings: WebhookSettings, stop: asyncio.Event) -> None:
