@@ -210,8 +210,8 @@ class BatchPipeline:
         """Every PDF of the batch is stored (durable) before any of it is
         announced: then each ticket's outcome is queued on ``pipe`` (rendered,
         or failed where its PDF could not be stored) and its span ends."""
-        outcomes = await self.store.put_all([(r.order_id, r.ticket_id, pdf) for _, r, _, pdf in made]) if made else []
-        for (entry_id, req, span, _), error in zip(made, outcomes, strict=True):
+        errors = await self.store.put_all([(r.order_id, r.ticket_id, pdf) for _, r, _, pdf in made]) if made else []
+        for (entry_id, req, span, _), error in zip(made, errors, strict=True):
             with trace.use_span(span, end_on_exit=True):
                 if error is not None:
                     self.outcomes.failed(pipe, lane, entry_id, req, error, deliveries.get(entry_id, 1))
