@@ -36,9 +36,20 @@ def add_path_ids(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+def add_pdf_bodies(document: dict[str, Any]) -> dict[str, Any]:
+    """A PDF answer says it is bytes (a generated client then hands them over as a file)."""
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for response in operation.get("responses", {}).values():
+                media = response.get("content", {}).get("application/pdf")
+                if media is not None and not media.get("schema"):
+                    media["schema"] = {"type": "string", "format": "binary"}
+    return document
+
+
 def build(app: FastAPI) -> dict[str, Any]:
     document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-    return add_examples(add_problems(add_links(add_path_ids(document)), app))
+    return add_examples(add_problems(add_links(add_pdf_bodies(add_path_ids(document))), app))
 
 
 def install(app: FastAPI) -> None:
