@@ -191,16 +191,38 @@ class JwtSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
-    jwt_algorithm: str = "HS256"
-    jwt_secret: SecretStr | None = None
-    jwt_public_key: str | None = None
-    jwt_jwks_file: Path | None = None
-    # The identity provider's JWKS endpoint (https; http only on loopback).
-    jwt_jwks_url: str | None = None
-    jwt_jwks_cache_s: float = Field(default=300.0, gt=0)
-    jwt_issuer: str | None = None
-    jwt_audience: str | None = None
-    jwt_leeway_s: int = 30
+    jwt_algorithm: str = Field(
+        default="HS256",
+        description="how buyers' and staff tokens are signed: HS256/HS384/HS512 with TICKETRY_JWT_SECRET, or "
+        "RS256/RS384/RS512/PS256/ES256/ES384/EdDSA with the identity provider's public key, JWKS file or URL",
+    )
+    jwt_secret: SecretStr | None = Field(
+        default=None,
+        description="the HMAC secret of HS tokens, which also signs order links: at least the hash's length "
+        "(32 bytes for HS256; `openssl rand -hex 32`); the api and the notifier need it outside dev mode",
+    )
+    jwt_public_key: str | None = Field(
+        default=None,
+        description="the identity provider's public key (PEM text, or a PEM file's path) for RS/PS/ES/EdDSA tokens",
+    )
+    jwt_jwks_file: Path | None = Field(
+        default=None, description="a JWKS file of the identity provider's signing keys, picked by a token's `kid`"
+    )
+    jwt_jwks_url: str | None = Field(
+        default=None,
+        description="the identity provider's JWKS endpoint (https; http only on loopback), fetched at start, "
+        "when the keys are TICKETRY_JWT_JWKS_CACHE_S old, and when a token names an unknown `kid`",
+    )
+    jwt_jwks_cache_s: float = Field(
+        default=300.0, gt=0, description="how long keys fetched from TICKETRY_JWT_JWKS_URL are used before a refetch"
+    )
+    jwt_issuer: str | None = Field(default=None, description="the `iss` every token must carry; none: not checked")
+    jwt_audience: str | None = Field(
+        default=None, description="the `aud` every token must carry (never the order links' own); none: not checked"
+    )
+    jwt_leeway_s: int = Field(
+        default=30, ge=0, le=3600, description="clock difference allowed with the token issuer (`exp`, `nbf`, `iat`)"
+    )
 
     @model_validator(mode="after")
     def _safe(self) -> JwtSettings:

@@ -24,21 +24,41 @@ def shop_origin(raw: str) -> str:
 
 
 class ApiSettings(ServingSettings):
-    api_host: str = "127.0.0.1"
-    api_port: int = 8000
-    # Where buyers reach the notifier; used to build each order's progress_url.
-    notifier_public_url: str = "ws://127.0.0.1:8001"
-    # Orders not enqueued after this long are re-enqueued by the outbox sweep.
-    outbox_grace_s: float = Field(default=10.0, gt=0)
-    outbox_interval_s: float = Field(default=5.0, gt=0)
-    # POST /v1/events answers once a live renderer has built the new event's
-    # designs (its first tickets are then stamped at once), waiting at most this
-    # long; at once when no renderer is live. 0: never wait.
-    design_wait_s: float = Field(default=3.0, ge=0)
-    projector_batch: int = Field(default=500, ge=1)
-    run_projector: bool = True
-    # Room for one name per ticket (`holders`) of a big order.
-    max_body_bytes: int = 2 * 1024 * 1024
+    api_host: str = Field(
+        default="127.0.0.1",
+        description="the address the api listens on; beyond loopback it needs a JWT secret of its own and, "
+        "outside dev mode, TICKETRY_API_PUBLIC_URL and TICKETRY_NOTIFIER_PUBLIC_URL",
+    )
+    api_port: int = Field(default=8000, ge=1, le=65535, description="the port the api listens on")
+    notifier_public_url: str = Field(
+        default="ws://127.0.0.1:8001",
+        description="where buyers' browsers reach the notifier (ws:// or wss://); orders' progress_url is built on it",
+    )
+    outbox_grace_s: float = Field(
+        default=10.0, gt=0,
+        description="an accepted order not yet handed to the renderers after this long is handed over "
+        "again by the outbox sweep",
+    )  # fmt: skip
+    outbox_interval_s: float = Field(default=5.0, gt=0, description="how often the outbox sweep runs")
+    # The new event's first tickets are then stamped at once.
+    design_wait_s: float = Field(
+        default=3.0, ge=0,
+        description="POST /v1/events answers once a live renderer has built the event's designs, waiting at most "
+        "this long (at once when no renderer is live); 0: never wait",
+    )  # fmt: skip
+    projector_batch: int = Field(
+        default=500, ge=1, le=100_000, json_schema_extra={"unit": "messages"},
+        description="ticket messages the projector reads at once into the orders' read model",
+    )  # fmt: skip
+    run_projector: bool = Field(
+        default=True,
+        description="this api process runs a projector (ticket messages to the read model); the apps' projectors "
+        "share the stream through one consumer group",
+    )
+    max_body_bytes: int = Field(
+        default=2 * 1024 * 1024, ge=1024, le=1024**3,
+        description="the largest request body accepted, else 413; room for one holder name per ticket of a big order",
+    )  # fmt: skip
     # Every request body is read whole before the app sees the request
     # (middleware.BodyDeadline): one that has not fully arrived within this many
     # seconds of the request's start is answered 408 and its connection closed,
@@ -51,23 +71,34 @@ class ApiSettings(ServingSettings):
     # with Retry-After. The address is the ASGI client host: behind a proxy,
     # uvicorn's proxy headers (FORWARDED_ALLOW_IPS) must name the proxy.
     max_slow_bodies_per_client: int = Field(
-        default=16, ge=1, le=10_000,
+        default=16, ge=1, le=10_000, json_schema_extra={"unit": "requests"},
         description="Request bodies (1 to 10,000) one client address may be sending at once, else 429",
     )  # fmt: skip
     # Read here only to check it (web/links.py builds status_page_url from it).
-    api_public_url: str | None = None
-    # Backpressure on POST /v1/orders (admission.py): orders processed at once;
-    # past that a request waits in a queue while its expected wait is within
-    # order_queue_s (at most max_queued_orders wait), else 503 + Retry-After at once.
-    max_inflight_orders: int = Field(default=32, ge=1)
-    max_queued_orders: int = Field(default=1000, ge=0)
-    order_queue_s: float = Field(default=2.0, ge=0)
+    api_public_url: str | None = Field(
+        default=None,
+        description="where buyers reach this api (e.g. https://tickets.example.com): status page links are built "
+        "on it; none: http://<api host>:<api port>",
+    )
+    # Backpressure on POST /v1/orders: past the orders in flight a request waits
+    # in a queue while its expected wait is within order_queue_s, else 503.
+    max_inflight_orders: int = Field(
+        default=32, ge=1, le=100_000, json_schema_extra={"unit": "orders"},
+        description="orders one api process works on at once; more wait in its queue",
+    )  # fmt: skip
+    max_queued_orders: int = Field(
+        default=1000, ge=0, le=1_000_000, json_schema_extra={"unit": "orders"},
+        description="orders that may wait for a slot; past it 503 with Retry-After at once (0: none wait)",
+    )  # fmt: skip
+    order_queue_s: float = Field(
+        default=2.0, ge=0, description="the longest expected wait an order queues for; a longer one is answered 503"
+    )
     # An order's holder names are checked against the ticket's fonts (shaped)
     # off the event loop, after the order counted against the buyer's rates:
     # at most this many distinct names per order (the same name on many tickets
     # is one), and within this many seconds, queueing for a checker included.
     max_distinct_names: int = Field(
-        default=2000, ge=1, le=1_000_000,
+        default=2000, ge=1, le=1_000_000, json_schema_extra={"unit": "names"},
         description="Distinct holder names (1 to 1,000,000) one order may carry, else 422",
     )  # fmt: skip
     name_check_budget_s: float = Field(
@@ -76,40 +107,50 @@ class ApiSettings(ServingSettings):
     )  # fmt: skip
     # The api's Redis connections (a bounded pool; a caller waits up to
     # api_redis_wait_s for one instead of opening one per concurrent request).
-    api_redis_pool: int = Field(default=128, ge=8)
-    api_redis_wait_s: float = Field(default=2.0, gt=0)
+    api_redis_pool: int = Field(
+        default=128, ge=8, le=10_000, json_schema_extra={"unit": "connections"},
+        description="Redis connections one api process keeps at most; a request waits for a free one",
+    )  # fmt: skip
+    api_redis_wait_s: float = Field(
+        default=2.0, gt=0, description="how long a request waits for a free Redis connection before it fails"
+    )
     # What an answer promises survives the primary's loss (replicas.py): a write
     # that would lose work is answered only once this many replicas acknowledged
     # it (Redis WAIT), else 503 with Retry-After. 0: no WAIT (one host).
     redis_min_replicas: int = Field(
-        default=0, ge=0, le=16,
+        default=0, ge=0, le=16, json_schema_extra={"unit": "replicas"},
         description="Redis replicas (0 to 16; 0: do not wait) that must acknowledge an order's writes before 202",
     )  # fmt: skip
     redis_replica_wait_ms: int = Field(
         default=500, ge=1, le=5000,
         description="Milliseconds (1 to 5,000) to wait for those replicas (Redis WAIT timeout), else 503",
     )  # fmt: skip
-    # Waiting rooms (waitingroom/): admission ticks, and how long a permission to order lasts.
-    room_tick_s: float = Field(default=1.0, gt=0)
-    room_permission_ttl_s: float = Field(default=120.0, gt=0)
-    # Places that may wait in one event's room (admitted ones not counted); a
-    # new buyer past it is answered 503 "queue full" with Retry-After. A place
-    # holds ~500 bytes of Redis: 100,000 waiting are ~50 MB.
-    room_max_queue: int = Field(default=100_000, ge=1)
+    room_tick_s: float = Field(
+        default=1.0, gt=0,
+        description="how often the waiting rooms admit their next buyers (and this api reports its order rate)",
+    )  # fmt: skip
+    room_permission_ttl_s: float = Field(
+        default=120.0, gt=0, description="how long a buyer admitted from a waiting room may place the order"
+    )
+    # A place holds ~500 bytes of Redis: 100,000 waiting are ~50 MB.
+    room_max_queue: int = Field(
+        default=100_000, ge=1, le=100_000_000, json_schema_extra={"unit": "places"},
+        description="buyers that may wait in one event's room (admitted ones not counted); past it 503 \"queue full\"",
+    )  # fmt: skip
     # "Download all" (web/joins.py): a join of a full part holds ~9 MB read
     # and ~9 MB written, and PDFium joins one at a time per process. Past the
     # running and waiting joins below a download is answered 503 with
     # Retry-After before it reads anything; identical downloads share one join.
     max_concurrent_joins: int = Field(
-        default=2, ge=1, le=64,
+        default=2, ge=1, le=64, json_schema_extra={"unit": "joins"},
         description="Joins of an order's PDFs (1 to 64) that read and join at once in one api process",
     )  # fmt: skip
     max_queued_joins: int = Field(
-        default=4, ge=0, le=1000,
+        default=4, ge=0, le=1000, json_schema_extra={"unit": "joins"},
         description="Joins (0 to 1,000) that may wait for a running slot, holding nothing yet; past it 503",
     )  # fmt: skip
     max_joins_per_order: int = Field(
-        default=1, ge=1, le=64,
+        default=1, ge=1, le=64, json_schema_extra={"unit": "joins"},
         description="Running or waiting joins (1 to 64) of one order's parts, so one order cannot take every slot",
     )  # fmt: skip
     joined_pdf_cache_mb: int = Field(

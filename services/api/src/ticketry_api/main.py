@@ -17,6 +17,7 @@ from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo, create_indexes_for, ensure_groups, store_traits
 from ticketry.redis_ha import check_primary
 from ticketry.runtime import freeze_startup_heap
+from ticketry.settings import load_settings
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
@@ -28,16 +29,19 @@ from ticketry_api.deps import AppState
 from ticketry_api.middleware.bodies import BodyDeadline, BodyLimit
 from ticketry_api.middleware.budget import DependencyBudget
 from ticketry_api.middleware.metrics import RequestMetrics
-from ticketry_api.middleware.security import SecurityHeaders
+from ticketry_api.middleware.security import CorsSettings, SecurityHeaders
 from ticketry_api.middleware.shedding import OrderGate, OrderSlots, Shedding, bounded_redis
 from ticketry_api.outbox import sweep_outbox
 from ticketry_api.projector import run_projector
+from ticketry_api.ratelimit import RateSettings
 from ticketry_api.routes import asyncapi as asyncapi_routes
 from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets
 from ticketry_api.routes import pages as page_routes
 from ticketry_api.routes import waitingroom as waitingroom_routes
 from ticketry_api.routes import webhooks as webhook_routes
 from ticketry_api.store import Store
+from ticketry_api.web.links import LinkSettings
+from ticketry_api.webhooks.config import WebhookSettings
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +151,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
 def run() -> None:
     setup_logging("api")  # first: a refused setting is logged as JSON too
-    settings = ApiSettings()
+    settings = load_settings(ApiSettings)
+    for part in (RateSettings, LinkSettings, WebhookSettings, CorsSettings):
+        load_settings(part)  # the app state reads them again; checked here, so a bad value stops the start too
     setup_tracing("api", settings.trace_file)
     check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line
     uvicorn.run(

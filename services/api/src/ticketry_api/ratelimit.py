@@ -32,25 +32,46 @@ class RateSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
-    rate_orders_per_min: int = Field(default=6000, ge=0)
-    # One buyer's tickets per window: with 10,000 tickets an order, the order
-    # limit alone would let one account keep every renderer busy.
-    rate_tickets_per_min: int = Field(default=20_000, ge=0)
-    rate_checkins_per_min: int = Field(default=6000, ge=0)
-    rate_cancels_per_min: int = Field(default=600, ge=0)
-    rate_reads_per_min: int = Field(default=6000, ge=0)
+    rate_orders_per_min: int = Field(
+        default=6000, ge=0, json_schema_extra={"unit": "orders / window"},
+        description="orders one buyer may place per window (0: off), else 429",
+    )  # fmt: skip
+    # With 10,000 tickets an order, the order limit alone would let one account
+    # keep every renderer busy.
+    rate_tickets_per_min: int = Field(
+        default=20_000, ge=0, json_schema_extra={"unit": "tickets / window"},
+        description="tickets in the orders one buyer places per window (0: off), else 429",
+    )  # fmt: skip
+    rate_checkins_per_min: int = Field(
+        default=6000, ge=0, json_schema_extra={"unit": "check-ins / window"},
+        description="check-ins one staff account may make per window (0: off), else 429",
+    )  # fmt: skip
+    rate_cancels_per_min: int = Field(
+        default=600, ge=0, json_schema_extra={"unit": "cancels / window"},
+        description="cancels one user may ask for per window (0: off), else 429",
+    )  # fmt: skip
+    rate_reads_per_min: int = Field(
+        default=6000, ge=0, json_schema_extra={"unit": "requests / window"},
+        description="GETs of events, orders, tickets, check-in lists and revocations per user and window (0: off)",
+    )  # fmt: skip
     # Each tier of a new event is a design the renderers build at once (~0.4 s of
     # renderer CPU each), ahead of every buyer's tickets: designs are what cost,
     # so they are counted too (a request may carry up to 20 tiers). 60 designs a
     # minute is at most ~24 s of one renderer's CPU per organiser per minute.
     rate_events_per_min: int = Field(
-        default=30, ge=0, description="Events (0 = off, else >= 1) one organiser may create per window, else 429"
+        default=30,
+        ge=0,
+        json_schema_extra={"unit": "events / window"},
+        description="Events (0 = off, else >= 1) one organiser may create per window, else 429",
     )
     rate_designs_per_min: int = Field(
-        default=60, ge=0,
+        default=60, ge=0, json_schema_extra={"unit": "designs / window"},
         description="Tiers (designs; 0 = off) in the events one organiser creates per window, else 429",
     )  # fmt: skip
-    rate_window_s: int = Field(default=60, ge=1)
+    rate_window_s: int = Field(
+        default=60, ge=1, le=86_400,
+        description="the window every TICKETRY_RATE_*_PER_MIN limit counts in (fixed windows; a minute by default)",
+    )  # fmt: skip
 
     def limit(self, scope: Scope) -> int:
         """The limit of ``scope`` per window (0 = off)."""

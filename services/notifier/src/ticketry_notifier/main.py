@@ -19,6 +19,7 @@ from ticketry.auth import TokenVerifier
 from ticketry.db import connect_mongo, connect_redis
 from ticketry.redis_ha import check_primary
 from ticketry.runtime import freeze_startup_heap
+from ticketry.settings import load_settings
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
@@ -131,7 +132,7 @@ def raise_open_files_limit() -> int:
 
 def run() -> None:
     setup_logging("notifier")  # first: a refused setting is logged as JSON too
-    settings = NotifierSettings()
+    settings = load_settings(NotifierSettings)
     setup_tracing("notifier", settings.trace_file)
     check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line
     files = raise_open_files_limit()

@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from ticketry.db import connect_redis, ensure_groups
 from ticketry.redis_ha import check_primary
+from ticketry.settings import load_settings
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 
@@ -124,7 +125,7 @@ async def _main(settings: ScalerSettings) -> None:
 def run() -> None:
     """Console-script entry point; exits 0 after a clean drain on SIGTERM/SIGINT."""
     setup_logging("scaler")  # first: a refused setting is logged as JSON too
-    settings = ScalerSettings()
+    settings = load_settings(ScalerSettings)
     check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line
     server = None
     # Before the backend exists: the renderers it starts inherit the directory.

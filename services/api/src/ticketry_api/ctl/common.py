@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from rich.console import Console
 from ticketry.db import connect_mongo, connect_redis
 from ticketry.redis_ha import DEFAULT_MASTER, PrimaryNotFound, RedisTarget, find_primary, parse_sentinels
+from ticketry.settings import load_settings
 
 from ticketry_api.core.problem import Problem
 from ticketry_api.replicas import replicated
@@ -40,23 +41,30 @@ class CtlSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0", description="as the services': the stack's Redis")
     redis_sentinels: str = Field(
         default="", description="as the services': the Sentinels that name the Redis primary (empty: the URL's Redis)"
     )
     redis_sentinel_master: str = Field(default=DEFAULT_MASTER, min_length=1, description="as the services'")
-    mongo_url: str = "mongodb://127.0.0.1:27017/ticketry"
-    api_host: str = "127.0.0.1"
-    api_port: int = 8000
-    # Where the API is, when it is not at api_host:api_port (a deployed stack).
-    api_url: str | None = None
-    dev_mode: bool = False
-    jwt_secret: SecretStr | None = None
-    # A bearer token for the commands that go through the API (``events create``, ``orders place``).
-    token: SecretStr | None = None
+    mongo_url: str = Field(
+        default="mongodb://127.0.0.1:27017/ticketry", description="as the services': the stack's store"
+    )
+    api_host: str = Field(default="127.0.0.1", description="the api's host, when TICKETRY_API_URL is not set")
+    api_port: int = Field(default=8000, ge=1, le=65535, description="the api's port, when TICKETRY_API_URL is not set")
+    api_url: str | None = Field(
+        default=None, description="where the api is, when not at TICKETRY_API_HOST:TICKETRY_API_PORT (a deployed stack)"
+    )
+    dev_mode: bool = Field(default=False, description="as the services': `tokens mint` and `--as` mint tokens")
+    jwt_secret: SecretStr | None = Field(
+        default=None, description="the stack's HS secret, to mint dev tokens with; none: the public dev secret"
+    )
+    token: SecretStr | None = Field(
+        default=None,
+        description="a bearer token for the commands that go through the api (`events create`, `orders place`)",
+    )
     # As the api's (replicas.py): a re-drive or delete waits for this many replicas.
     redis_min_replicas: int = Field(
-        default=0, ge=0, le=16,
+        default=0, ge=0, le=16, json_schema_extra={"unit": "replicas"},
         description="Redis replicas (0 to 16; 0: do not wait) that must acknowledge a re-drive or delete",
     )  # fmt: skip
     redis_replica_wait_ms: int = Field(
@@ -79,7 +87,7 @@ class CtlSettings(BaseSettings):
 
 
 def settings() -> CtlSettings:
-    return CtlSettings()
+    return load_settings(CtlSettings)
 
 
 def run(coro_fn: Callable[[], Awaitable[T]]) -> T:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -26,7 +26,11 @@ class CorsSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
-    cors_origins: Annotated[list[str], NoDecode] = []
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default=[],
+        description="comma-separated exact origins (https://host[:port]) whose pages may call the api from a "
+        "browser; empty: no CORS headers at all",
+    )
 
     @field_validator("cors_origins", mode="before")
     @classmethod

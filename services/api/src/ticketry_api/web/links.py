@@ -29,10 +29,18 @@ class LinkSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TICKETRY_", extra="ignore")
 
-    api_public_url: str | None = Field(default=None, pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$")
-    api_host: str = "127.0.0.1"
-    api_port: int = 8000
-    order_link_ttl_s: int = Field(default=3 * DAY_S, ge=DAY_S + 3600, le=90 * DAY_S)
+    api_public_url: str | None = Field(
+        default=None, pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$",
+        description="as the api's: the base of status page and waiting-room links (none: http://<host>:<port>)",
+    )  # fmt: skip
+    api_host: str = Field(default="127.0.0.1", description="as the api's: the links' host when no public URL is set")
+    api_port: int = Field(
+        default=8000, ge=1, le=65535, description="as the api's: the links' port when no public URL is set"
+    )
+    order_link_ttl_s: int = Field(
+        default=3 * DAY_S, ge=DAY_S + 3600, le=90 * DAY_S,
+        description="how long a status page or waiting-room link works (over a day: the contract promises 24 h)",
+    )  # fmt: skip
 
     def public_url(self) -> str:
         if self.api_public_url:
