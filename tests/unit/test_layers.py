@@ -1,6 +1,12 @@
 """Layers (docs/design.md "Layers: edge, core, adapters"): the core modules
 import no I/O library, no adapter and nothing of the project outside the core.
 
+The api shows its layers in its folders, and they are checked as folders:
+every module of ``core/`` is core; ``store/`` alone builds MongoDB queries;
+the ASGI middlewares are all in ``middleware/`` and the routes all in
+``routes/``, none of which imports another. The other packages name their
+core and adapter modules in the lists here.
+
 Read from the source with ``ast``, nothing imported: no server, and an import
 that only a type needs counts as much as any other. The doc's table names the
 same core and adapter modules as the lists here, so neither can drift.
@@ -29,12 +35,11 @@ PACKAGES = {
     "ticketry": ("shared", "shared/src/ticketry"),
 }
 
-CORE = [
-    "ticketry_api.core.waitingroom",
-    "ticketry_api.core.ledger",
-    "ticketry_api.core.batches",
-    "ticketry_api.core.deliveries",
-    "ticketry_api.core.signing",
+API = ROOT / PACKAGES["ticketry_api"][1]
+
+# Packages (every module in them) or modules whose code is pure.
+CORE_OF = [
+    "ticketry_api.core",
     "ticketry_renderer.decision",
     "ticketry_renderer.rate",
     "ticketry_notifier.handshake",
@@ -51,24 +56,8 @@ CORE = [
 ]
 
 # Modules, or packages (all of their modules but the core ones), that do I/O.
+# (The api's core imports nothing of the api outside core/, adapters included.)
 ADAPTERS = [
-    "ticketry_api.store",
-    "ticketry_api.orders",
-    "ticketry_api.cancel",
-    "ticketry_api.checkins",
-    "ticketry_api.readmodel",
-    "ticketry_api.ratelimit",
-    "ticketry_api.retention",
-    "ticketry_api.trim",
-    "ticketry_api.door_tickets",
-    "ticketry_api.waitingroom.store",
-    "ticketry_api.waitingroom.gate",
-    "ticketry_api.webhooks.sender",
-    "ticketry_api.webhooks.deadletters",
-    "ticketry_api.webhooks.index",
-    "ticketry_api.webhooks.destinations",
-    "ticketry_api.web.assets",
-    "ticketry_api.web.pdfs",
     "ticketry_renderer.render",
     "ticketry_renderer.fastpath",
     "ticketry_renderer.designs",
@@ -135,6 +124,18 @@ def doc_path(name: str) -> str:
     return f"{rest}/" if is_package(name) else f"{rest}.py"
 
 
+def modules_in(name: str) -> list[str]:
+    """``name`` and, for a package, every module below it."""
+    if not is_package(name):
+        return [name]
+    base = source_of(name).parent
+    below = (p.relative_to(base).with_suffix("").parts for p in sorted(base.rglob("*.py")))
+    return [name, *(".".join([name, *parts]) for parts in below if parts[-1] != "__init__")]
+
+
+CORE = [m for c in CORE_OF for m in modules_in(c)]
+
+
 @cache
 def imported(name: str) -> frozenset[str]:
     """Every dotted name the module imports, wherever (a function, ``TYPE_CHECKING``):
@@ -189,7 +190,7 @@ def test_a_core_module_imports_nothing_of_the_project_but_the_core(module: str) 
 
 
 def test_every_listed_module_exists() -> None:
-    missing = [m for m in [*CORE, *ADAPTERS] if not is_module(m)]
+    missing = [m for m in [*CORE_OF, *ADAPTERS] if not is_module(m)]
     assert not missing, f"renamed or gone (update this list and docs/design.md): {missing}"
     assert not set(CORE) & set(ADAPTERS)
 
@@ -208,11 +209,96 @@ def _table() -> dict[str, dict[str, set[str]]]:
     return table
 
 
-@pytest.mark.parametrize(("column", "listed"), [("core (pure)", CORE), ("adapters", ADAPTERS)])
+@pytest.mark.parametrize(("column", "listed"), [("core (pure)", CORE_OF), ("adapters", ADAPTERS)])
 def test_the_doc_names_the_listed_modules(column: str, listed: list[str]) -> None:
     table = _table()
     assert set(table) == {row for row, _ in PACKAGES.values()}
     for package, (row, _) in PACKAGES.items():
+        if package == "ticketry_api" and column == "adapters":
+            continue  # the api's are its folders (below), whatever the doc adds
         mine = {doc_path(m) for m in listed if m.split(".")[0] == package}
         doc = table[row][column]
         assert doc == mine, f"docs/design.md, {row} / {column}: only in the doc {doc - mine}, only here {mine - doc}"
+
+
+def test_every_path_the_doc_names_for_the_api_exists() -> None:
+    named = set().union(*_table()["api"].values()) - {"api"}
+    missing = sorted(p for p in named if not (API / p).exists())
+    assert not missing, f"docs/design.md names api paths that are gone: {missing}"
+
+
+# --- the api's folders ------------------------------------------------------------
+
+
+def api_modules(*, outside: tuple[str, ...] = ()) -> list[str]:
+    """Every module of the api, but those under the folders ``outside``."""
+    return [m for m in modules_in("ticketry_api") if not any(doc_path(m).startswith(f"{o}/") for o in outside)]
+
+
+def in_folder(folder: str) -> list[str]:
+    return [m for m in modules_in(f"ticketry_api.{folder}") if m != f"ticketry_api.{folder}"]
+
+
+# The operators a MongoDB query or update is built of.
+MONGO_OPERATORS = frozenset({
+    "$and", "$or", "$nor", "$not", "$in", "$nin", "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$exists",
+    "$regex", "$set", "$setOnInsert", "$unset", "$inc", "$push", "$pull", "$addToSet", "$match", "$group",
+    "$project", "$sort", "$limit", "$lookup",
+})  # fmt: skip
+MONGO_LIBRARIES = frozenset({"pymongo", "motor", "beanie"})
+
+
+def test_the_api_core_is_its_core_folder() -> None:
+    """The checks above run over every module of ``core/`` (a new one is checked
+    by being there), and none of the api's pure modules lives elsewhere."""
+    assert set(in_folder("core")) <= set(CORE)
+    assert [m for m in CORE if m.startswith("ticketry_api.") and not m.startswith("ticketry_api.core")] == []
+
+
+@pytest.mark.parametrize("module", api_modules(outside=("store", "ctl")))
+def test_only_the_store_builds_mongodb_queries(module: str) -> None:
+    """No api module outside ``store/`` imports a MongoDB library but for its
+    exception types (the edge answers 503 to them), or writes a query
+    operator. ``ctl/``'s operator commands open clients of their own."""
+    libraries = sorted(
+        n for n in imported(module) if n.split(".")[0] in MONGO_LIBRARIES and not n.startswith("pymongo.errors")
+    )
+    assert not libraries, f"{module} imports {libraries}: queries are built in ticketry_api.store"
+    tree = ast.parse(source_of(module).read_text())
+    operators = sorted({
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in MONGO_OPERATORS
+    })  # fmt: skip
+    assert not operators, f"{module} builds a query ({operators}): that is ticketry_api.store's"
+
+
+@pytest.mark.parametrize("module", in_folder("routes"))
+def test_routes_do_not_import_each_other(module: str) -> None:
+    others = sorted(n for n in imported(module) if n.startswith("ticketry_api.routes.") and n != module)
+    assert not others, f"{module} imports the routes {others}: what two routes share belongs below them"
+
+
+def _defines(module: str, what: str) -> list[str]:
+    tree = ast.parse(source_of(module).read_text())
+    if what == "router":  # an APIRouter made here
+        return [
+            f"line {n.lineno}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "APIRouter"
+        ]
+    # an ASGI middleware: a class called with (scope, receive, send)
+    return [
+        c.name
+        for c in ast.walk(tree)
+        if isinstance(c, ast.ClassDef)
+        for f in c.body
+        if isinstance(f, ast.AsyncFunctionDef)
+        and f.name == "__call__"
+        and [a.arg for a in f.args.args[1:4]] == ["scope", "receive", "send"]
+    ]
+
+
+@pytest.mark.parametrize(("folder", "what"), [("routes", "router"), ("middleware", "middleware")])
+def test_each_kind_of_edge_is_in_its_folder(folder: str, what: str) -> None:
+    stray = {m: found for m in api_modules(outside=(folder,)) if (found := _defines(m, what))}
+    assert not stray, f"a {what} outside {folder}/: {stray}"
+    assert all(_defines(m, what) for m in in_folder(folder) if not m.endswith("__init__")), f"{folder}/ holds no {what}"
