@@ -27,7 +27,7 @@ from ticketry.ids import new_id
 from ticketry_api.core import waitingroom
 from ticketry_api.middleware.shedding import Shedding
 from ticketry_api.store import Store
-from ticketry_api.waitingroom import store
+from ticketry_api.waitingroom import rooms
 from ticketry_api.waitingroom.admitter import Admitter
 from ticketry_devstack.procs import ferretdb_proc
 
@@ -81,15 +81,15 @@ async def on_sale_room(redis: Redis, buyers: int) -> str:
     await event.insert()
     on_sale_ms = int(on_sale_at.timestamp() * 1000)
     for i in range(buyers):
-        got = await store.join(
+        got = await rooms.join(
             redis, event.id, f"buyer-{i}", on_sale_ms=on_sale_ms, early=0.5, new_id=new_id("qu"), max_waiting=1000
         )
-        assert isinstance(got, store.Joined)
+        assert isinstance(got, rooms.Joined)
     return event.id
 
 
-async def state(redis: Redis, event_id: str) -> store.RoomState:
-    return await store.read_state(redis, event_id, int(time.time() * 1000))
+async def state(redis: Redis, event_id: str) -> rooms.RoomState:
+    return await rooms.read_state(redis, event_id, int(time.time() * 1000))
 
 
 async def test_shedding_drops_the_rate_at_once_and_it_climbs_back_without(redis: Redis, db: Store) -> None:

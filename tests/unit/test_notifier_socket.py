@@ -29,7 +29,7 @@ from ticketry.auth import issue_token
 from ticketry.ids import new_id
 from ticketry.replies import as_text
 from ticketry.settings import DEV_JWT_SECRET
-from ticketry_api.waitingroom import store
+from ticketry_api.waitingroom import rooms
 from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port
 from websockets.typing import Subprotocol
 
@@ -324,11 +324,11 @@ async def test_the_socket_closes_when_its_token_expires(world: World) -> None:
 
 async def test_a_queue_socket_closes_when_its_token_expires(world: World) -> None:
     # Given a place in a waiting room whose sale starts in an hour (made by the api's join script)
-    place = await store.join(
+    place = await rooms.join(
         world.redis, new_id("ev"), "ivy", on_sale_ms=int(time.time() * 1000) + 3_600_000, early=0.5,
         new_id=new_id("qu"), max_waiting=10,
     )  # fmt: skip
-    assert isinstance(place, store.Joined)
+    assert isinstance(place, rooms.Joined)
     url = f"{world.base}/v1/queue/{place.queue_id}/progress?token={token('ivy', ttl_s=10)}"
     # When its buyer follows it with a token that expires in 10 s
     async with websockets.connect(url) as ws:

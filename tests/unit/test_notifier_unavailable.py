@@ -23,7 +23,7 @@ from ticketry import streams
 from ticketry.auth import issue_token
 from ticketry.ids import new_id
 from ticketry.settings import DEV_JWT_SECRET
-from ticketry_api.waitingroom import store
+from ticketry_api.waitingroom import rooms
 from ticketry_devstack.procs import Stack, redis_proc, wait_port
 
 ENV = {"TICKETRY_DEV_MODE": "1", "TICKETRY_LOG_LEVEL": "WARNING"}
@@ -65,11 +65,11 @@ async def test_sockets_are_told_to_try_again_later_while_redis_is_down(stack: St
     try:
         order = new_id("or")
         await redis.hset(streams.order_progress(order), mapping={"total": 1, "owner": "olga", "order_id": order})
-        place = await store.join(
+        place = await rooms.join(
             redis, new_id("ev"), "quinn", on_sale_ms=int(time.time() * 1000) + 3_600_000, early=0.5,
             new_id=new_id("qu"), max_waiting=10,
         )  # fmt: skip
-        assert isinstance(place, store.Joined)
+        assert isinstance(place, rooms.Joined)
     finally:
         await redis.aclose()
     urls = [

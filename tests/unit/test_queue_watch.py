@@ -1,7 +1,7 @@
 """A room's watch in the notifier (``ticketry_notifier.queue``) against a real
 redis-server started here, driven without a WebSocket: a recorder stands in
 for the socket's send and close, and the places and ticks are made by the
-api's own scripts (``ticketry_api.waitingroom.store``).
+api's own scripts (``ticketry_api.waitingroom.rooms``).
 
 - A dispatch whose reads Redis refuses is retried, not the end of the room's
   watch: once Redis answers again its sockets hear the tick, and every later one.
@@ -31,7 +31,7 @@ from starlette.websockets import WebSocket
 from ticketry.db import connect_redis
 from ticketry.ids import new_id
 from ticketry.replies import as_text
-from ticketry_api.waitingroom import store
+from ticketry_api.waitingroom import rooms
 from ticketry_devstack.procs import Proc, free_port, redis_proc, wait_port
 from ticketry_notifier.queue import QueueSocket, Rooms, RoomWatch, Update, send_first
 
@@ -106,11 +106,11 @@ async def line_of(redis: Redis, n: int) -> tuple[str, list[tuple[str, str]]]:
     on_sale_ms = int(time.time() * 1000) + HOUR_MS
     places = []
     for i in range(n):
-        got = await store.join(
+        got = await rooms.join(
             redis, event_id, f"b{i}", on_sale_ms=on_sale_ms, early=(i + 1) / (n + 1), new_id=new_id("qu"),
             max_waiting=100,
         )  # fmt: skip
-        assert isinstance(got, store.Joined) and got.rank == i
+        assert isinstance(got, rooms.Joined) and got.rank == i
         places.append((f"b{i}", got.queue_id))
     return event_id, places
 
@@ -120,7 +120,7 @@ async def tick(redis: Redis, event_id: str, admitted: int, buyers: list[str]) ->
     second. The script is told the sale has started: the line is drawn from
     here on (the places were made before it)."""
     expires_ms = int(time.time() * 1000) + 120_000
-    got = await store.admit(
+    got = await rooms.admit(
         redis, event_id, expected=admitted, on_sale_ms=0, rate=2.0, carry=0.0, sold_out=False,
         permits=[(b, f"permission-of-{b}", expires_ms) for b in buyers],
     )  # fmt: skip
@@ -222,7 +222,7 @@ async def test_a_close_written_right_after_a_sockets_first_state_reaches_it(serv
     await watch.begin()
     await send_first(admin, sock)
     # When the organiser closes the room before the watch's first read
-    closed = await store.close_for_good(admin, event_id)
+    closed = await rooms.close_for_good(admin, event_id)
     assert closed.closed
     watch.task = asyncio.create_task(watch.run())
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from ticketry import emit, streams
 from ticketry_api.ctl import dlq
-from ticketry_api.waitingroom import store as room_store
+from ticketry_api.waitingroom import rooms
 from ticketry_notifier.queue import Update
 
 IDS = ["0-0", "9-0", "10-0", "10-2", "10-10", "100-1", "18446744073709551615-18446744073709551615"]
@@ -36,7 +36,7 @@ def test_dead_letter_fields_share_one_prefix() -> None:
     assert all(n.startswith(streams.DLQ_PREFIX) for n in [*names, streams.DLQ_AT])
 
 
-@pytest.mark.parametrize("script", [room_store._JOIN, room_store._ADMIT, room_store._PAUSE])
+@pytest.mark.parametrize("script", [rooms._JOIN, rooms._ADMIT, rooms._PAUSE])
 def test_the_waiting_room_scripts_are_filled_in_with_the_field_names(script: str) -> None:
     assert "$" not in script
     assert f"'{streams.ROOM_ADMITTED}'" in script and f"'{streams.ROOM_RATE}'" in script

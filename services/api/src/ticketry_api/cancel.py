@@ -35,7 +35,7 @@ from ticketry.storage import PdfStore
 
 from ticketry_api.core.cancel import check_cancel_won
 from ticketry_api.store import Store
-from ticketry_api.waitingroom import store as rooms
+from ticketry_api.waitingroom import rooms
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from ticketry.replies import as_text
 
 from ticketry_api.orders import enqueue, give_back, held_of, now_ms
 from ticketry_api.store import Store
-from ticketry_api.waitingroom import store as rooms
+from ticketry_api.waitingroom import rooms
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from ticketry_api.order_links import (
 from ticketry_api.orders_read import order_of_buyer, progress_url
 from ticketry_api.pdf_answers import joined_pdf, pdf_answer
 from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_of
-from ticketry_api.waitingroom import store
+from ticketry_api.waitingroom import rooms
 from ticketry_api.waitingroom.places import QueuePlace, place_of
 from ticketry_api.web.assets import SCAN_PAGE_CSP, Asset, load_assets, order_page_csp
 from ticketry_api.web.pdfs import PART_SIZE
@@ -199,7 +199,7 @@ class PlacePage(BaseModel):
 async def queue_state(queue_id: str, state: State, creds: Credentials) -> PlacePage:
     """The place, read with its link (Authorization header)."""
     who = await counted(state, link_holder(state, bearer_token(creds), QUEUE_SCOPE + queue_id))
-    held = await store.place_holder(state.redis, queue_id) if is_valid_id(queue_id, "qu") else None
+    held = await rooms.place_holder(state.redis, queue_id) if is_valid_id(queue_id, "qu") else None
     event = await state.store.event(held[0]) if held is not None and held[1] == who.sub else None
     if event is None:
         raise Problem(404, "place not found")

@@ -15,7 +15,7 @@ from ticketry.ids import is_valid_id
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, require
 from ticketry_api.errors import problems
-from ticketry_api.waitingroom import store
+from ticketry_api.waitingroom import rooms
 from ticketry_api.waitingroom.places import QueuePlace, closed_problem, place_of
 
 router = APIRouter(prefix="/v1/events", tags=["waiting room"])
@@ -75,7 +75,7 @@ async def close_queue(event_id: str, who: Organizer, state: State) -> RoomAdmiss
     every buyer still waiting hears ``queue.closed``; permissions already
     given stay valid until they expire. It cannot be reopened. Again: no change."""
     event = await _own_room(event_id, who, state)
-    got = await store.close_for_good(state.redis, event.id)
+    got = await rooms.close_for_good(state.redis, event.id)
     return RoomAdmission(event_id=event.id, paused=False, waiting=got.waiting, admitted=got.admitted, closed=True)
 
 
@@ -94,7 +94,7 @@ async def _own_room(event_id: str, who: Principal, state: AppState) -> Event:
 
 async def _set_paused(event_id: str, who: Principal, state: AppState, *, paused: bool) -> RoomAdmission:
     event = await _own_room(event_id, who, state)
-    got = await store.set_paused(state.redis, event.id, paused)
+    got = await rooms.set_paused(state.redis, event.id, paused)
     if got.closed:
         raise closed_problem()
     return RoomAdmission(event_id=event.id, paused=got.paused, waiting=got.waiting, admitted=got.admitted)

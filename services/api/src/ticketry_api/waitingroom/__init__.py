@@ -1,6 +1,6 @@
 """Waiting rooms for on-sales: their pure rules (places, positions, the
 admission rate, permissions) are ``ticketry_api.core.waitingroom``; here
-``store`` (Redis), ``admitter``
+``rooms`` (Redis), ``admitter``
 (the admission loop every api runs), ``gate`` (what ``POST /v1/orders`` asks
 of an on-sale) and ``routes`` (``POST /v1/events/{id}/queue``). The buyer's
 live position comes from the notifier (``ticketry_notifier.queue``), fed by the

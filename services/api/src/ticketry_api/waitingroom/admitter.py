@@ -2,7 +2,7 @@
 process's measured order rate (for whichever api admits), and for each open
 room whose lock it holds (one admitter per room, any api) it measures, sets the
 rate (:func:`ticketry_api.core.waitingroom.admission_rate`) and admits the next buyers with signed
-permissions (:func:`store.admit`, compare-and-set).
+permissions (:func:`rooms.admit`, compare-and-set).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ticketry_api.core.problem import Problem
 from ticketry_api.middleware.shedding import Shedding
 from ticketry_api.replicas import ReplicaSettings, replicated
 from ticketry_api.store import Store
-from ticketry_api.waitingroom import store
+from ticketry_api.waitingroom import rooms
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +64,9 @@ class Admitter:
         dt = now - self._last_at if self._last_at else self.tick_s
         shed_per_s = (self.shedding.shed - self._last_shed) / max(dt, 1e-3)
         self._last_shed, self._last_at = self.shedding.shed, now
-        await store.report_capacity(self.redis, self.consumer, self.shedding.meter.rate(now), shed_per_s, now_ms)
-        for event_id in await store.rooms(self.redis):
-            if await store.hold_lock(self.redis, event_id, self.consumer):
+        await rooms.report_capacity(self.redis, self.consumer, self.shedding.meter.rate(now), shed_per_s, now_ms)
+        for event_id in await rooms.rooms(self.redis):
+            if await rooms.hold_lock(self.redis, event_id, self.consumer):
                 await self.tick_room(event_id, now, now_ms)
             else:
                 self.rooms.pop(event_id, None)  # another api admits; start afresh if it comes back
@@ -74,15 +74,15 @@ class Admitter:
     async def tick_room(self, event_id: str, now: float, now_ms: int) -> None:
         event = await self.store.event(event_id)
         if event is None or not event.waiting_room:
-            await store.stop_ticking(self.redis, event_id)
+            await rooms.stop_ticking(self.redis, event_id)
             return
         on_sale_ms = on_sale_ms_of(event)
         if now_ms < on_sale_ms:
             return  # the draw is not final yet; the script checks Redis's clock too
         room = self.rooms.setdefault(event_id, _Room())
-        st = await store.read_state(self.redis, event_id, now_ms)
+        st = await rooms.read_state(self.redis, event_id, now_ms)
         if st.closed:  # for good (the script refuses too)
-            await store.stop_ticking(self.redis, event_id)
+            await rooms.stop_ticking(self.redis, event_id)
             self.rooms.pop(event_id, None)
             return
         if st.paused:
@@ -97,7 +97,7 @@ class Admitter:
         else:  # this admitter's first tick (a new room, or taken over): assume buyers keep pace
             room.used_per_s = st.rate
         room.last_used, room.last_at = st.used, now
-        cap, shed = await store.api_capacity(self.redis, now_ms, fresh_ms=int(3000 * max(self.tick_s, 1.0)))
+        cap, shed = await rooms.api_capacity(self.redis, now_ms, fresh_ms=int(3000 * max(self.tick_s, 1.0)))
         signals = waitingroom.Signals(
             capacity_per_s=cap or self.shedding.meter.rate(now), used_per_s=room.used_per_s, shed_per_s=shed,
             outstanding=st.outstanding,
@@ -110,9 +110,9 @@ class Admitter:
         )
         sold_out = left <= 0
         expires_ms = now_ms + int(self.permission_ttl_s * 1000)
-        nxt = await store.next_in_line(self.redis, event_id, st.admitted, n)
+        nxt = await rooms.next_in_line(self.redis, event_id, st.admitted, n)
         permits = [(b, waitingroom.sign_permission(self.key, event_id, b, q, expires_ms), expires_ms) for b, q in nxt]
-        got = await store.admit(
+        got = await rooms.admit(
             self.redis, event_id, expected=st.admitted, on_sale_ms=on_sale_ms, rate=rate, carry=carry,
             sold_out=sold_out, permits=permits,
         )  # fmt: skip
@@ -131,7 +131,7 @@ class Admitter:
         if (st.waiting - len(permits) <= 0 or sold_out) and st.outstanding == 0:
             # Everybody in line has been admitted (or told it is sold out), and
             # no permission is out: nothing to tick until somebody joins again.
-            await store.stop_ticking(self.redis, event_id)
+            await rooms.stop_ticking(self.redis, event_id)
             self.rooms.pop(event_id, None)
 
 

@@ -23,7 +23,7 @@ from ticketry.documents import Event
 
 from ticketry_api.core import waitingroom
 from ticketry_api.core.problem import Problem
-from ticketry_api.waitingroom import store
+from ticketry_api.waitingroom import rooms
 
 
 class OrderGate:
@@ -53,7 +53,7 @@ class OrderGate:
                 f"a queue permission orders at most {limit} tickets of this event; this order asks for {self.quantity}",
                 kind="permission-limit",
             )
-        if not await store.claim(self.redis, event.id, self.who.sub):
+        if not await rooms.claim(self.redis, event.id, self.who.sub):
             raise Problem(
                 403, "queue permission used", "this permission has already placed an order", kind="queue-permission"
             )
@@ -61,11 +61,11 @@ class OrderGate:
 
     async def accepted(self) -> None:
         if self._claimed is not None:
-            await store.used(self.redis, self._claimed[0])
+            await rooms.used(self.redis, self._claimed[0])
             self._claimed = None
 
     async def refused(self) -> None:
         if self._claimed is not None:
             event_id, expires_ms = self._claimed
             self._claimed = None
-            await store.give_back(self.redis, event_id, self.who.sub, expires_ms)
+            await rooms.give_back(self.redis, event_id, self.who.sub, expires_ms)

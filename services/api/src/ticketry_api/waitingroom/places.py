@@ -13,7 +13,7 @@ from ticketry.ids import new_id
 from ticketry_api.config import ApiSettings
 from ticketry_api.core import waitingroom
 from ticketry_api.core.problem import Problem
-from ticketry_api.waitingroom import store
+from ticketry_api.waitingroom import rooms
 from ticketry_api.waitingroom.admitter import on_sale_ms_of
 from ticketry_api.web.links import LinkSettings, queue_page_url
 
@@ -53,13 +53,13 @@ async def place_of(redis: Redis, settings: ApiSettings, links: LinkSettings, eve
     """The buyer's place in the event's room: the one they hold, or a new one."""
     on_sale_ms = on_sale_ms_of(event)
     max_queue = settings.room_max_queue
-    j = await store.join(
+    j = await rooms.join(
         redis, event.id, buyer, on_sale_ms=on_sale_ms, early=waitingroom.early_score(), new_id=new_id("qu"),
         max_waiting=max_queue,
     )  # fmt: skip
-    if isinstance(j, store.Closed):
+    if isinstance(j, rooms.Closed):
         raise closed_problem()
-    if isinstance(j, store.Full):
+    if isinstance(j, rooms.Full):
         raise Problem(
             503, "queue full", f"{j.waiting} buyers are waiting for this event, its room's bound: try again later",
             {"Retry-After": str(waitingroom.full_retry_after_s(max_queue, j.rate))}, kind="queue-full",
