@@ -100,7 +100,7 @@ _CLOSE = {"Connection": "close"}
 class BodyDeadline:
     """Every request body is received whole, within ``timeout_s`` of the
     request's start, before the app sees the request; the app then gets it in
-    one message. So nothing inside (the order slots of ``admission``, a route's
+    one message. So nothing inside (the order slots of ``shedding``, a route's
     work) is ever held by a client that trickles its body: the body is already
     here, or the client got 408 and its connection is closed (else the server
     would go on receiving, and dropping, the rest it trickles).

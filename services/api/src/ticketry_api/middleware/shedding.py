@@ -18,7 +18,7 @@ the pool's bound the rest would fail. So:
 
 A slot is only ever held by a request that has a valid bearer token and whose
 body is whole: :class:`OrderGate` answers 401 (and an order that would be shed
-anyway 503) before the body is read, ``middleware.BodyDeadline`` then reads the
+anyway 503) before the body is read, ``bodies.BodyDeadline`` then reads the
 body within its deadline, and only then :class:`OrderSlots` takes a slot.
 A client that trickles its body therefore holds no slot, and the seconds it
 takes do not count as the api's (the meter below sees only slot time).
@@ -313,7 +313,7 @@ class OrderSlots:
     """Pure-ASGI middleware: ``POST /v1/orders`` runs only with a slot of
     :class:`Shedding`; without one it is answered 503 (at once, or after its
     short wait in the queue). It sits inside :class:`OrderGate` and
-    ``middleware.BodyDeadline``: the token is valid and the body whole before
+    ``bodies.BodyDeadline``: the token is valid and the body whole before
     a slot is taken."""
 
     def __init__(self, app: ASGIApp, shedding: Shedding) -> None:
