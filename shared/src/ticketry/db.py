@@ -97,6 +97,7 @@ class BudgetRetry(Retry):
         is_retryable: Callable[[Exception], bool] | None = None,
         with_failure_count: bool = False,
     ) -> T:
+        do = _lost_on_closed_transport(do)
         budget = _budget.get()
         if budget is None:
             return await super().call_with_retry(do, fail, is_retryable, with_failure_count)
@@ -117,6 +118,25 @@ class BudgetRetry(Retry):
                     raise error
                 if pause > 0:
                     await asyncio.sleep(pause)
+
+
+def _lost_on_closed_transport(do: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+    """``do`` with uvloop's "handler is closed" read as the lost connection it is.
+
+    When the peer vanishes (a Redis primary killed, its host gone), uvloop
+    closes the transport and the next write on it raises ``RuntimeError``, not
+    an ``OSError``: redis-py would pass it up as an unexpected error (a 500),
+    where a dropped connection is retried on a fresh one or answered 503."""
+
+    async def guarded() -> T:
+        try:
+            return await do()
+        except RuntimeError as error:
+            if "handler is closed" not in str(error):
+                raise
+            raise ConnectionError(f"connection lost: {error}") from error
+
+    return guarded
 
 
 def connect_redis(
