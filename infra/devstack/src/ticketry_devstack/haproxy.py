@@ -66,7 +66,7 @@ def render(cfg: LbSettings, run_dir: Path) -> str:
             "    option httpchk GET /readyz\n"
             "    http-check expect status 200\n"
             "    # No maxconn: a socket is held for an order's whole rendering.\n"
-            "    default-server check inter 2s fall 3 rise 1\n"
+            "    default-server check inter 2s fall 3 rise 1 observe layer4 error-limit 3 on-error mark-down\n"
             + "\n".join(f"    server notifier-{i} {addr}" for i, addr in enumerate(cfg.notifiers))
             + "\n"
         )
