@@ -20,6 +20,9 @@ from ticketry.auth import Role, issue_token
 from ticketry.settings import DEV_JWT_SECRET
 from ticketry_devstack.procs import Stack, start_stack
 
+from tests.helpers import serving
+from tests.mail_support import mail_env, sink_proc
+
 
 class TokenFactory(Protocol):
     """Mints a dev-secret token; ``org`` (an organizer's sub) and ``events``
@@ -30,6 +33,8 @@ class TokenFactory(Protocol):
 
 # The shop the waiting-room pages may link back to (TICKETRY_SHOP_ORIGINS).
 SHOP_ORIGIN = "https://shop.example"
+# The session stack mails orders over this many bytes as a link (a one-ticket order fits).
+SESSION_MAIL = {"TICKETRY_MAIL_MAX_ATTACHMENT_BYTES": "150000"}
 
 
 def make_stack(root: Path, renderers: int = 2, extra_env: dict[str, str] | None = None) -> Stack:
@@ -58,8 +63,18 @@ def stack_of_its_own(
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with stack_of_its_own(tmp_path_factory, "stack") as s:
+def inbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The folder a real SMTP server (``tests.smtp_sink``) writes what the session stack mails into."""
+    out = tmp_path_factory.mktemp("mail") / "inbox"
+    with serving(lambda port: sink_proc(out, port)) as port:
+        (out / "port").write_text(str(port))
+        yield out
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, inbox: Path) -> Iterator[Stack]:
+    port = int((inbox / "port").read_text())
+    with stack_of_its_own(tmp_path_factory, "stack", extra_env=mail_env(port, **SESSION_MAIL)) as s:
         yield s
 
 

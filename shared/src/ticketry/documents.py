@@ -113,6 +113,7 @@ class Order(Document):
     holder_name: str
     # One name per ticket when the buyer gave them (else every ticket prints ``holder_name``).
     holders: list[str] | None = None
+    email: str | None = None  # where its tickets are mailed once it completes (None: not mailed)
     # The tier's price when sold (minor units) and currency; None: an order from
     # before tiers, sold at its event's price.
     unit_price_minor: int | None = None

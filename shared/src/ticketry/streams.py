@@ -311,6 +311,33 @@ WEBHOOKS_GROUP: Final = "webhooks"
 WEBHOOK_SENDERS_GROUP: Final = "webhook-senders"
 
 
+# -- tickets by email ------------------------------------------------------------------
+# ``ticketry:ticket-events``, consumer group ``mailer``
+#     The mailer (in every api, beside the webhook dispatcher) reads the ticket
+#     events and mails each ``order.completed`` order that has an ``email``
+#     (ticketry_api.mail). Created at the stream's end (``$``) the first time;
+#     trimming keeps what it still owes like any group's.
+# ``ticketry:mail:retries`` (sorted set: JSON {order, attempt, history}, score = due ms)
+#     Mails waiting for their next attempt. A sender leases a due member by moving
+#     its score ahead (``MAIL_LEASE`` script), so one sender at a time tries it and
+#     a killed one's lease runs out; removed once it is sent or dead.
+# ``ticketry:mail:dead`` (stream: order, attempt, history + ``dlq_reason``, ``dlq_at``)
+#     Mails that failed their last attempt or were refused for good. Never trimmed:
+#     ``ticketryctl mail delete`` empties it.
+# ``ticketry:mail:sent:{order}`` (string: the Message-ID) — the once-only marker,
+#     set right after the SMTP server's 250 to DATA; a redelivered order with it is
+#     not mailed again. TTL ``MAIL_SENT_TTL_S`` (far past the events' retention).
+MAIL_GROUP: Final = "mailer"
+MAIL_RETRIES: Final = "ticketry:mail:retries"
+MAIL_DEAD: Final = "ticketry:mail:dead"
+MAIL_SENT_TTL_S: Final = 30 * 24 * 3600
+
+
+def mail_sent(order_id: str) -> str:
+    """The once-only marker of an order's email."""
+    return f"ticketry:mail:sent:{order_id}"
+
+
 # -- the waiting room of an on-sale -------------------------------------------------
 # Every key below lives ``ROOM_TTL_S`` after its last write (each join and each
 # admission tick renews what it writes). ``{event}`` is an event id with

@@ -22,7 +22,7 @@ from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
-from ticketry_api import errors, openapi_doc, retention, waitingroom, webhooks
+from ticketry_api import errors, mail, openapi_doc, retention, waitingroom, webhooks
 from ticketry_api.checkins import forget_old_nonces
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
@@ -72,6 +72,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         # The fonts that judge holder names load here, not in the first order.
         await asyncio.to_thread(fonts.fits, "Ticketry")
         store = Store.create(traits)
+        mail_settings = mail.MailSettings()  # a bad mail setting fails the start
         app.state.ticketry = AppState(settings, redis, keyring, store)
         # Fail at start-up, not on every request, when the token keys are unusable.
         app.state.ticketry.token_verifier()
@@ -93,6 +94,12 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         tasks.append(
             asyncio.create_task(webhooks.run(redis, store, app.state.ticketry.webhooks, stop))
         )  # webhook dispatcher + sender
+        state = app.state.ticketry
+        tasks.append(
+            asyncio.create_task(
+                mail.run(redis, store, state.pdf_store(), mail_settings, state.links, settings.jwt_key, stop)
+            )
+        )  # the tickets by email, beside the webhooks
         tasks.append(
             asyncio.create_task(waitingroom.run(redis, store, app.state.shedding, settings, stop))
         )  # admission

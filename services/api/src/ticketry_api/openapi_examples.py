@@ -50,7 +50,10 @@ EXAMPLES: dict[str, Any] = {
     "EventOut": _EVENT_OUT,
     "TierOut": _TIER_OUT,
     "Page_EventOut_": {"items": [_EVENT_OUT], "next": None},
-    "OrderIn": {"event_id": EVENT, "quantity": 2, "holder_name": "Ada Lovelace", "tier": "standard"},
+    "OrderIn": {
+        "event_id": EVENT, "quantity": 2, "holder_name": "Ada Lovelace", "tier": "standard",
+        "email": "ada@example.com",
+    },
     "OrderAccepted": {
         "id": ORDER, "event_id": EVENT, "quantity": 2, "tier": "standard", "unit_price": "25.00", "currency": "EUR",
         "status": "processing", "tickets": TICKETS,

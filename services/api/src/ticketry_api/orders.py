@@ -197,6 +197,7 @@ def _new_order(
         tier=tier.id,
         holder_name=body.holder_name,
         holders=body.holders,
+        email=body.email,
         unit_price_minor=tier.price_minor,
         ticket_ids=ticket_ids(order_id, body.quantity),
         key_id=key_id,

@@ -24,6 +24,9 @@ from ticketry.documents import PERMISSION_TICKETS, PublicOrderStatus, TicketStat
 from ticketry.events import TIER_ID_PATTERN, Lane
 from ticketry.ids import PLACE_DIGITS
 
+from ticketry_api.core.emails import EMAIL_PATTERN, check_email
+from ticketry_api.core.emails import MAX_LENGTH as MAX_EMAIL
+
 # Control (incl. newlines, NUL), format (bidi overrides, zero-width), surrogate,
 # private-use and unassigned code points: none belongs on a printed ticket.
 _REFUSED = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
@@ -64,6 +67,7 @@ Holder = Annotated[
     AfterValidator(_clean_text),
     StringConstraints(max_length=120),
 ]
+Email = Annotated[str, StringConstraints(max_length=MAX_EMAIL, pattern=EMAIL_PATTERN), AfterValidator(check_email)]
 # A hard ceiling for the schema; the configured TICKETRY_MAX_TICKETS_PER_ORDER
 # (default 10,000) is checked when the order is placed.
 QUANTITY_CEILING = 1_000_000
@@ -243,6 +247,8 @@ class OrderIn(_In):
     holder_name: Holder
     tier: TierId = "standard"
     holders: list[Holder] | None = Field(default=None, min_length=1, max_length=QUANTITY_CEILING)
+    # The tickets are mailed here once the order completes (docs/email.md).
+    email: Email | None = Field(default=None, examples=["ada@example.com"])
 
     @model_validator(mode="after")
     def _one_name_per_ticket(self) -> OrderIn:

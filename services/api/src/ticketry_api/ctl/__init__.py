@@ -1,7 +1,7 @@
 """``ticketryctl``: operator commands (typer + rich).
 
 Every read command takes ``--json``. Subcommands live in their modules:
-``status``, ``dlq``, ``webhooks``, ``shop`` (tokens, events, orders), ``replay``;
+``status``, ``dlq``, ``webhooks``, ``mail``, ``shop`` (tokens, events, orders), ``replay``;
 ``keys rotate`` is here. docs/cli.md has the tour.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import typer
 
-from ticketry_api.ctl import dlq, replay, shop, status, webhooks
+from ticketry_api.ctl import dlq, mail, replay, shop, status, webhooks
 from ticketry_api.ctl.common import console
 
 app = typer.Typer(
@@ -27,6 +27,7 @@ app.command("replay", help=replay.HELP, short_help="Rebuild the read models from
 )
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(webhooks.app, name="webhooks")
+app.add_typer(mail.app, name="mail")
 app.add_typer(shop.tokens, name="tokens")
 app.add_typer(shop.events, name="events")
 app.add_typer(shop.orders, name="orders")

@@ -116,6 +116,11 @@ class Orders:
         that exist (``Reads.each``): what a webhook delivery tells of an order."""
         return await self._reads.each(Order.get_pymongo_collection(), order_ids, _SUMMARY_FIELDS)
 
+    async def emails(self, order_ids: list[str]) -> dict[str, str]:
+        """``_id`` → ``email`` of those of ``order_ids`` that carry one: the mailer's read."""
+        found = await self._reads.each(Order.get_pymongo_collection(), order_ids, {"email": 1})
+        return {i: d["email"] for i, d in found.items() if d.get("email")}
+
     @staticmethod
     async def cancelled_of(event_id: str) -> list[str]:
         """The ids of an event's cancelled orders, sorted (a scan on FerretDB)."""
