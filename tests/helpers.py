@@ -38,13 +38,13 @@ async def until(pred: Callable[[], bool], timeout_s: float = 60.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def eventually(check: Any, what: str, timeout_s: float = 120) -> Any:
-    """Poll the async ``check()`` until it returns something truthy, and return
-    that (a bound on a hang, not a timing claim)."""
+async def eventually(check: Any, what: str, timeout_s: float = 120, *, interval_s: float = 0.2) -> Any:
+    """Poll the async ``check()`` every ``interval_s`` until it returns
+    something truthy, and return that (a bound on a hang, not a timing claim)."""
     deadline = time.monotonic() + timeout_s
     while not (got := await check()):
         assert time.monotonic() < deadline, f"never: {what}"
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(interval_s)
     return got
 
 

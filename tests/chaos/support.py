@@ -20,6 +20,8 @@ from ticketry import streams
 from ticketry.db import connect_redis
 from ticketry_devstack.procs import Stack, tool
 
+from tests.helpers import eventually
+
 # For tests that SIGKILL renderers: far above one render (ms), far below the
 # tests' patience; a renderer keeps a slow batch alive (ticketry.consumer.Claimer.touch),
 # so only dead ones' work is claimed.
@@ -129,14 +131,11 @@ class ProgressWatcher:
 
 
 async def wait_until(pred: Any, timeout_s: float, interval_s: float = 0.25) -> float:
-    """Poll ``await pred()`` until true; returns the seconds it took."""
+    """:func:`tests.helpers.eventually` on ``pred``, named after it; returns the
+    seconds it took (the chaos reports print them)."""
     t0 = time.monotonic()
-    while True:
-        if await pred():
-            return time.monotonic() - t0
-        if time.monotonic() - t0 > timeout_s:
-            raise TimeoutError(f"condition not met after {timeout_s}s")
-        await asyncio.sleep(interval_s)
+    await eventually(pred, getattr(pred, "__name__", "condition"), timeout_s, interval_s=interval_s)
+    return time.monotonic() - t0
 
 
 async def consumers_holding_work(redis: Redis) -> dict[str, int]:

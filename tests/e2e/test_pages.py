@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import io
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,13 +55,13 @@ def staff_token(sub: str, events: list[str]) -> str:
 
 async def until_rendered(api: httpx.AsyncClient, order_id: str, tok: str) -> dict[str, Any]:
     """Wait (bounded) for the order to have no ticket left to render."""
-    deadline = time.monotonic() + WAIT_MS / 1000
-    while True:
+
+    async def done() -> dict[str, Any] | None:
         got: dict[str, Any] = (await api.get(f"/v1/orders/{order_id}", headers=bearer(tok))).json()
-        if got["status"] != "processing":
-            return got
-        assert time.monotonic() < deadline, got
-        await asyncio.sleep(0.1)
+        return got if got["status"] != "processing" else None
+
+    got: dict[str, Any] = await eventually(done, f"order {order_id} rendered", WAIT_MS / 1000, interval_s=0.1)
+    return got
 
 
 async def ticket_codes(api: httpx.AsyncClient, order: dict[str, Any], tok: str) -> list[tuple[bytes, str]]:
@@ -143,10 +142,10 @@ class Sockets:
         return [(url.partition("?")[2], [m["type"] for m in msgs]) for url, msgs in pairs]
 
     async def wait_for(self, kind: str) -> None:
-        deadline = time.monotonic() + WAIT_MS / 1000
-        while not any(m["type"] == kind for msgs in self.messages for m in msgs):
-            assert time.monotonic() < deadline, self.messages
-            await asyncio.sleep(0.05)
+        async def seen() -> bool:
+            return any(m["type"] == kind for msgs in self.messages for m in msgs)
+
+        await eventually(seen, f"a {kind!r} message on a socket", WAIT_MS / 1000, interval_s=0.05)
 
 
 # --- the buyer's page ----------------------------------------------------------

@@ -43,4 +43,8 @@ async def test_few_names_are_checked_whatever_the_budget() -> None:
     # A handful are checked on the loop, at once: an honest order never waits for a checker.
     few = set(list(NAMES)[:NAMES_INLINE])
     await check_names_within(few, NameLimits(max_distinct=1000, budget_s=1e-9))
+    # (checked, not waved through: one that cannot be printed among them is refused, not "busy")
+    with pytest.raises(Problem) as got:
+        await check_names_within({*list(few)[:-1], "Runes ᚠᚢᚦ"}, NameLimits(max_distinct=1000, budget_s=1e-9))
+    assert (got.value.status, got.value.title) == (422, "name cannot be printed")
     await check_names_within(NAMES, NameLimits(max_distinct=1000, budget_s=60))

@@ -33,6 +33,8 @@ from ticketry_api.waitingroom import rooms
 from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port
 from websockets.typing import Subprotocol
 
+from tests.helpers import eventually
+
 ENV = {
     "TICKETRY_DEV_MODE": "1",
     "TICKETRY_LOG_LEVEL": "WARNING",
@@ -126,12 +128,6 @@ async def closed(ws: websockets.ClientConnection, timeout_s: float = 60) -> tupl
         return exc.rcvd.code, exc.rcvd.reason, seen
 
 
-async def wait_for(pred: Any, timeout_s: float = 60) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not await pred():
-            await asyncio.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def notifier_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("notifier")
@@ -153,7 +149,7 @@ async def world(notifier_stack: Stack) -> AsyncIterator[World]:
         yield w
     finally:
         # Every socket a test opened is gone from the server before the next test counts.
-        await wait_for(lambda: _zero(w), 60)
+        await eventually(lambda: _zero(w), "the sockets gauge back at zero", 60, interval_s=0.05)
         await redis.aclose()
 
 
@@ -272,7 +268,7 @@ async def test_sockets_per_buyer_are_bounded(world: World) -> None:
         assert await world.metric("ticketry_websocket_connections") >= 3
         # And once one closes, the buyer may open one again
         await socks.pop().close()
-        await wait_for(lambda: _fewer(world, 3))
+        await eventually(lambda: _fewer(world, 3), "fewer than 3 sockets", 60, interval_s=0.05)
         async with websockets.connect(url) as ws:
             assert (await recv(ws))["type"] == "snapshot"
     finally:
@@ -376,7 +372,7 @@ async def test_a_slow_consumer_is_closed_with_where_to_resume(world: World) -> N
         async def overflowed() -> bool:
             return await world.metric('ticketry_websocket_closes_total{reason="too_slow"}') >= 1
 
-        await wait_for(overflowed, 120)
+        await eventually(overflowed, "the slow socket closed for overflow", 120, interval_s=0.05)
         # Then, reading at last, it finds a close that names the last id it got
         code, why, first = await closed(ws, 120)
     finally:

@@ -106,6 +106,9 @@ async def test_private_destinations_are_refused_unless_allowed(url: str) -> None
 
 async def test_public_literal_is_accepted() -> None:
     await check_destination("https://93.184.216.34/hook", allow_private=False)
+    # (the same check, one address over into a private range, refuses: it did look)
+    with pytest.raises(RefusedDestination):
+        await check_destination("https://10.184.216.34/hook", allow_private=False)
 
 
 @pytest.mark.parametrize("url", ["http://" + "a" * 70 + ".invalid/x", "http://exa\u0000mple/x", "http://a..b/x"])

@@ -32,6 +32,7 @@ def test_new_secrets_are_whsec_base64_of_24_bytes_and_distinct() -> None:
 
 def test_verify_accepts_the_vector_and_one_of_several_signatures() -> None:
     hdrs = signing.headers(SECRET, MSG, TS, BODY)
+    assert (hdrs["webhook-id"], hdrs["webhook-timestamp"], hdrs["webhook-signature"]) == (MSG, str(TS), EXPECTED)
     signing.verify(SECRET, hdrs, BODY, now=TS)
     signing.verify(SECRET, {**hdrs, "webhook-signature": f"v1,bm9wZQ== {EXPECTED}"}, BODY, now=TS + 299)
 
