@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything Ticketry needs on a fresh Debian machine of our kind, and
 # nothing twice: system packages (Redis, Prometheus, Pango/HarfBuzz incl. the subsetter,
-# fonts, poppler), uv and just, the FerretDB and versitygw binaries built from
+# fonts, poppler), uv and just, the FerretDB, versitygw and mailpit binaries built from
 # the Go module proxy, and the Python workspace. Idempotent; fast when all is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +77,16 @@ if [[ "$(cat .bin/versitygw.version 2>/dev/null)" != "$VERSITYGW_VERSION" || ! -
   mkdir -p .bin
   GOBIN="$PWD/.bin" CGO_ENABLED=0 go install -trimpath "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
   printf '%s' "$VERSITYGW_VERSION" > .bin/versitygw.version
+fi
+
+# mailpit (MIT), an SMTP server with a web inbox: where `just up` mails the
+# tickets (docs/email.md), pinned, from the Go module proxy. Rebuilt when the pin changes.
+MAILPIT_VERSION=v1.33.1
+if [[ "$(cat .bin/mailpit.version 2>/dev/null)" != "$MAILPIT_VERSION" || ! -x .bin/mailpit ]]; then
+  echo "bootstrap: building mailpit $MAILPIT_VERSION (go install, module proxy)"
+  mkdir -p .bin
+  GOBIN="$PWD/.bin" CGO_ENABLED=0 go install -trimpath "github.com/axllent/mailpit@$MAILPIT_VERSION"
+  printf '%s' "$MAILPIT_VERSION" > .bin/mailpit.version
 fi
 
 # Deploy-file validators for tests/unit/test_infra_files.py and

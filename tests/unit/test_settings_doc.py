@@ -18,6 +18,7 @@ from ticketry.auth import JwtSettings
 from ticketry.settings import CommonSettings, ServingSettings
 from ticketry_api.config import ApiSettings
 from ticketry_api.ctl.common import CtlSettings
+from ticketry_api.mail.config import MailSettings
 from ticketry_api.middleware.security import CorsSettings
 from ticketry_api.ratelimit import RateSettings
 from ticketry_api.web.links import LinkSettings
@@ -37,6 +38,7 @@ CLASSES: list[tuple[type[BaseSettings], str]] = [
     (CorsSettings, "api"),
     (LinkSettings, "api (order links)"),
     (WebhookSettings, "api (shop webhooks)"),
+    (MailSettings, "api (tickets by email)"),
     (CtlSettings, "ticketryctl"),
     (RendererSettings, "renderer"),
     (NotifierSettings, "notifier"),

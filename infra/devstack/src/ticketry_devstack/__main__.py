@@ -15,7 +15,7 @@ from pathlib import Path
 from ticketry_devstack.demo import demo
 from ticketry_devstack.env import PREFIX, redacted, up_env
 from ticketry_devstack.haproxy import LbSettings, haproxy_binary, start_lb
-from ticketry_devstack.procs import REPO, Stack
+from ticketry_devstack.procs import REPO, Stack, mailpit_proc, wait_port
 
 DATA = REPO / ".data"
 
@@ -48,6 +48,23 @@ def start_balancer(stack: Stack, environ: Mapping[str, str]) -> str | None:
     cfg = LbSettings(port=int(environ.get("TICKETRY_DEV_LB_PORT", "8080")), apis=[f"127.0.0.1:{stack.api_port}"])
     start_lb(stack, cfg)
     return f"http://127.0.0.1:{cfg.port}"
+
+
+def start_mailbox(stack: Stack, environ: Mapping[str, str]) -> str | None:
+    """mailpit, where the api mails the tickets (``TICKETRY_SMTP_URL``) unless
+    ``environ`` names an SMTP server; the URL of its web inbox, or None."""
+    if environ.get("TICKETRY_SMTP_URL"):
+        return None
+    smtp_port = int(environ.get("TICKETRY_DEV_SMTP_PORT", "1025"))
+    ui_port = int(environ.get("TICKETRY_DEV_MAIL_UI_PORT", "8025"))
+    proc = mailpit_proc(stack.data_dir / "mail", smtp_port, ui_port)
+    if proc is None:
+        print("no mailpit built (infra/bootstrap.sh builds it): tickets are not mailed", flush=True)
+        return None
+    stack.procs["mailpit"] = proc.start()
+    wait_port(smtp_port, proc=proc.popen)
+    stack.env["TICKETRY_SMTP_URL"] = f"smtp://127.0.0.1:{smtp_port}"
+    return f"http://127.0.0.1:{ui_port}"
 
 
 def renderers_min(env: Mapping[str, str]) -> int:
@@ -136,6 +153,7 @@ def up(args: argparse.Namespace) -> int:
     stopping = Stopping()
     try:
         start_infra(stack, os.environ)
+        inbox = start_mailbox(stack, os.environ)
         stack.start_api()
         stack.start_notifier()
         lb = start_balancer(stack, os.environ)
@@ -153,10 +171,12 @@ def up(args: argparse.Namespace) -> int:
         pidfile.parent.mkdir(parents=True, exist_ok=True)
         pidfile.write_text(str(os.getpid()))
         balancer = f"  load balancer: {lb}   (HAProxy in front of the api, infra/haproxy/)\n" if lb else ""
+        mailbox = f"  mail inbox {inbox}   (mailpit: the tickets mailed to buyers)\n" if inbox else ""
         print(
             f"\nTicketry is up (dev mode; logs in {data / 'logs'})\n"
             f"  API        {stack.api_url}   docs: {stack.api_url}/docs\n"
             f"{balancer}"
+            f"{mailbox}"
             f"  progress   {stack.notifier_url}/v1/orders/<order id>/progress?token=<JWT>\n"
             f"  Redis      {stack.env['TICKETRY_REDIS_URL']}\n"
             f"  MongoDB    {stack.env['TICKETRY_MONGO_URL']}\n"

@@ -196,6 +196,21 @@ def s3_proc(data_dir: Path, port: int, *, bind: tuple[str, ...] = ("127.0.0.1",)
     return Proc("s3", argv, env, data_dir / "s3.log")
 
 
+def mailpit_proc(data_dir: Path, smtp_port: int, ui_port: int) -> Proc | None:
+    """mailpit (infra/bootstrap.sh builds it): an SMTP server on ``smtp_port``
+    and its web inbox on ``ui_port``, keeping mail in ``data_dir``; None when
+    it is not built."""
+    binary = BIN / "mailpit"
+    if not binary.exists():
+        return None
+    data_dir.mkdir(parents=True, exist_ok=True)
+    argv = [
+        str(binary), "--smtp", f"127.0.0.1:{smtp_port}", "--listen", f"127.0.0.1:{ui_port}",
+        "--database", str(data_dir / "mailpit.db"), "--smtp-auth-accept-any", "--smtp-auth-allow-insecure",
+    ]  # fmt: skip
+    return Proc("mailpit", argv, dict(os.environ), data_dir / "mailpit.log")
+
+
 def s3_env(endpoint_url: str, bucket: str = "ticketry-pdfs") -> dict[str, str]:
     """The settings that point a service at the dev S3 server."""
     return {
@@ -326,7 +341,7 @@ class Stack:
                 self.procs[name].stop()
         for r in self.renderers:
             r.stop()
-        for name in ("ferretdb", "redis", "s3"):
+        for name in ("ferretdb", "redis", "s3", "mailpit"):
             if name in self.procs:
                 self.procs[name].stop()
 
