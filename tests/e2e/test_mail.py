@@ -148,7 +148,7 @@ async def test_a_bad_email_is_a_422(api: httpx.AsyncClient, token: TokenFactory,
 
 
 async def test_a_sigkill_of_the_mailing_api_mid_batch_mails_each_order_exactly_once(
-    tmp_path_factory: pytest.TempPathFactory, api: httpx.AsyncClient, token: TokenFactory
+    tmp_path_factory: pytest.TempPathFactory, token: TokenFactory
 ) -> None:
     out = tmp_path_factory.mktemp("kill-mail") / "inbox"
     # The sink answers each message 0.3 s late: the batch is still going out when the api dies.
