@@ -69,6 +69,22 @@ async def test_stored_pdfs_are_read_back_listed_and_deleted_by_order(store: PdfS
     assert await store.stored(other, theirs) == set(theirs)
 
 
+async def test_a_wallet_pass_is_kept_beside_its_pdf_and_goes_with_its_order(store: PdfStore) -> None:
+    # Given a ticket's PDF and then its pass
+    order = new_id("or")
+    (tid,) = ticket_ids(order, 1)
+    await store.put_all([(order, tid, PDF)])
+    assert await store.read_pass(order, tid) is None
+    await store.put_pass(order, tid, b"PK-pass")
+    # Then the pass reads back, apart from the PDF, and the PDF listing is unchanged
+    assert await store.read_pass(order, tid) == b"PK-pass"
+    assert await store.read(order, tid) == PDF
+    assert await store.stored(order, [tid]) == {tid}
+    # When the order's files are deleted, the pass goes too
+    await store.delete_order(order)
+    assert await store.read_pass(order, tid) is None
+
+
 async def test_a_bad_item_fails_alone(store: PdfStore) -> None:
     order = new_id("or")
     good = ticket_ids(order, 2)

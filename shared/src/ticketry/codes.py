@@ -111,10 +111,13 @@ class Keyring:
         self._stamp = fresh._stamp
         return True
 
-    def sign(self, ticket_id: str, event_id: str = "", tier: str = "") -> str:
+    def sign(self, ticket_id: str, event_id: str = "", tier: str = "", *, kid: str | None = None) -> str:
         """The code of a ticket of ``event_id``'s ``tier`` (a bound ``TK2``
-        code); without an event, a ticket-only ``TK1`` code."""
-        kid = self.active_kid
+        code); without an event, a ticket-only ``TK1`` code. Signed with the
+        active key, or with ``kid``: Ed25519 is deterministic, so a ticket's
+        code made again with the key it was issued under is the same string
+        (KeyError once that key's private half is retired)."""
+        kid = kid or self.active_kid
         if event_id:
             if not is_valid_id(event_id, "ev") or not _SLUG.match(tier):
                 raise ValueError("a bound code needs an event id and a tier id")

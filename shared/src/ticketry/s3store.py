@@ -20,7 +20,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ticketry.storage import StorageUnavailable, order_prefix, pdf_key
+from ticketry.storage import StorageUnavailable, order_prefix, pass_key, pdf_key
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
@@ -176,9 +176,12 @@ class S3Store:
 
     async def read(self, order_id: str, ticket_id: str) -> bytes | None:
         try:
-            key = pdf_key(order_id, ticket_id)
+            return await self._get(pdf_key(order_id, ticket_id))
         except ValueError:
             return None
+
+    async def _get(self, key: str) -> bytes | None:
+        """The object's bytes, or None when there is none."""
         s3 = await self._s3()
         try:
             obj = await s3.get_object(Bucket=self.bucket, Key=key)
@@ -203,6 +206,20 @@ class S3Store:
             ExpiresIn=self.presign_ttl_s,
         )  # fmt: skip
         return url
+
+    async def read_pass(self, order_id: str, ticket_id: str) -> bytes | None:
+        try:
+            return await self._get(pass_key(order_id, ticket_id))
+        except ValueError:
+            return None
+
+    async def put_pass(self, order_id: str, ticket_id: str, pkpass: bytes) -> None:
+        s3 = await self._s3()
+        try:
+            await s3.put_object(Bucket=self.bucket, Key=pass_key(order_id, ticket_id), Body=pkpass,
+                                ContentType="application/vnd.apple.pkpass")  # fmt: skip
+        except (BotoCoreError, ClientError) as exc:
+            raise _unavailable(exc) from exc
 
     async def delete_order(self, order_id: str) -> None:
         try:

@@ -59,6 +59,15 @@ class PdfStore(Protocol):
         """Delete every PDF of the order (none there is fine)."""
         ...
 
+    async def read_pass(self, order_id: str, ticket_id: str) -> bytes | None:
+        """The ticket's wallet pass (``.pkpass``) kept beside its PDF, or None."""
+        ...
+
+    async def put_pass(self, order_id: str, ticket_id: str, pkpass: bytes) -> None:
+        """Keep the ticket's wallet pass beside its PDF (replacing one there);
+        gone with the order's PDFs (:meth:`delete_order`)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -67,6 +76,11 @@ def pdf_key(order_id: str, ticket_id: str) -> str:
     if not (is_valid_id(order_id, "or") and is_valid_id(ticket_id, "tk")):
         raise ValueError("invalid id")
     return f"{order_id}/{ticket_id}.pdf"
+
+
+def pass_key(order_id: str, ticket_id: str) -> str:
+    """``<order id>/<ticket id>.pkpass``: a ticket's wallet pass, beside its PDF."""
+    return pdf_key(order_id, ticket_id).removesuffix(".pdf") + ".pkpass"
 
 
 def order_prefix(order_id: str) -> str:
@@ -154,6 +168,15 @@ class LocalStore:
 
     async def download_url(self, order_id: str, ticket_id: str) -> str | None:
         return None
+
+    async def read_pass(self, order_id: str, ticket_id: str) -> bytes | None:
+        try:
+            return (self.root / pass_key(order_id, ticket_id)).read_bytes()
+        except (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    async def put_pass(self, order_id: str, ticket_id: str, pkpass: bytes) -> None:
+        await asyncio.to_thread(write_atomic, self.root / pass_key(order_id, ticket_id), pkpass)
 
     async def delete_order(self, order_id: str) -> None:
         try:

@@ -33,6 +33,7 @@ class TicketOf:
     holder_name: str
     tier: str
     cancelled: bool  # its order's: the ticket is revoked
+    key_id: str | None = None  # the key its code was signed with (its order's)
 
 
 async def ticket_of(store: Store, ticket_id: str) -> TicketOf | None:
@@ -48,7 +49,7 @@ async def ticket_of(store: Store, ticket_id: str) -> TicketOf | None:
         return None
     return TicketOf(
         id=ticket_id, order_id=order_id, owner_id=order.owner_id, event_id=order.event_id,
-        holder_name=order.holder_of(n), tier=order.tier, cancelled=order.status == "cancelled",
+        holder_name=order.holder_of(n), tier=order.tier, cancelled=order.status == "cancelled", key_id=order.key_id,
     )  # fmt: skip
 
 
