@@ -19,6 +19,7 @@ import pytest
 from ticketry.auth import Role, issue_token
 from ticketry.settings import DEV_JWT_SECRET
 from ticketry_devstack.procs import Stack, start_stack
+from ticketry_devstack.walletca import dev_wallet_env
 
 from tests.helpers import serving
 from tests.mail_support import mail_env, sink_proc
@@ -74,7 +75,9 @@ def inbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory, inbox: Path) -> Iterator[Stack]:
     port = int((inbox / "port").read_text())
-    with stack_of_its_own(tmp_path_factory, "stack", extra_env=mail_env(port, **SESSION_MAIL)) as s:
+    # Throw-away wallet credentials (a dev CA, a pass certificate, a Google key): the wallet path runs whole.
+    env = {**mail_env(port, **SESSION_MAIL), **dev_wallet_env(tmp_path_factory.mktemp("wallet"))}
+    with stack_of_its_own(tmp_path_factory, "stack", extra_env=env) as s:
         yield s
 
 

@@ -21,6 +21,7 @@ from ticketry_api.ctl.common import CtlSettings
 from ticketry_api.mail.config import MailSettings
 from ticketry_api.middleware.security import CorsSettings
 from ticketry_api.ratelimit import RateSettings
+from ticketry_api.wallet.config import WalletSettings
 from ticketry_api.web.links import LinkSettings
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_notifier.config import NotifierSettings
@@ -39,6 +40,7 @@ CLASSES: list[tuple[type[BaseSettings], str]] = [
     (LinkSettings, "api (order links)"),
     (WebhookSettings, "api (shop webhooks)"),
     (MailSettings, "api (tickets by email)"),
+    (WalletSettings, "api (wallet passes)"),
     (CtlSettings, "ticketryctl"),
     (RendererSettings, "renderer"),
     (NotifierSettings, "notifier"),

@@ -16,6 +16,7 @@ from ticketry_devstack.demo import demo
 from ticketry_devstack.env import PREFIX, redacted, up_env
 from ticketry_devstack.haproxy import LbSettings, haproxy_binary, start_lb
 from ticketry_devstack.procs import REPO, Stack, mailpit_proc, wait_port
+from ticketry_devstack.walletca import dev_wallet_env
 
 DATA = REPO / ".data"
 
@@ -65,6 +66,15 @@ def start_mailbox(stack: Stack, environ: Mapping[str, str]) -> str | None:
     wait_port(smtp_port, proc=proc.popen)
     stack.env["TICKETRY_SMTP_URL"] = f"smtp://127.0.0.1:{smtp_port}"
     return f"http://127.0.0.1:{ui_port}"
+
+
+def use_dev_wallet(stack: Stack, environ: Mapping[str, str]) -> Path | None:
+    """Throw-away wallet credentials under ``.data/wallet`` (made once) unless
+    ``environ`` names its own (``TICKETRY_WALLET_*``); the dev CA, or None."""
+    if any(k.startswith("TICKETRY_WALLET_") for k in environ):
+        return None
+    stack.env.update(dev_wallet_env(stack.data_dir / "wallet"))
+    return stack.data_dir / "wallet" / "ca.pem"
 
 
 def renderers_min(env: Mapping[str, str]) -> int:
@@ -154,6 +164,7 @@ def up(args: argparse.Namespace) -> int:
     try:
         start_infra(stack, os.environ)
         inbox = start_mailbox(stack, os.environ)
+        wallet_ca = use_dev_wallet(stack, os.environ)
         stack.start_api()
         stack.start_notifier()
         lb = start_balancer(stack, os.environ)
@@ -172,11 +183,13 @@ def up(args: argparse.Namespace) -> int:
         pidfile.write_text(str(os.getpid()))
         balancer = f"  load balancer: {lb}   (HAProxy in front of the api, infra/haproxy/)\n" if lb else ""
         mailbox = f"  mail inbox {inbox}   (mailpit: the tickets mailed to buyers)\n" if inbox else ""
+        wallet = f"  wallet     dev CA {wallet_ca}   (passes verify against it)\n" if wallet_ca else ""
         print(
             f"\nTicketry is up (dev mode; logs in {data / 'logs'})\n"
             f"  API        {stack.api_url}   docs: {stack.api_url}/docs\n"
             f"{balancer}"
             f"{mailbox}"
+            f"{wallet}"
             f"  progress   {stack.notifier_url}/v1/orders/<order id>/progress?token=<JWT>\n"
             f"  Redis      {stack.env['TICKETRY_REDIS_URL']}\n"
             f"  MongoDB    {stack.env['TICKETRY_MONGO_URL']}\n"

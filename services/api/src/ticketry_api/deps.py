@@ -18,6 +18,7 @@ from ticketry_api import ratelimit
 from ticketry_api.config import ApiSettings
 from ticketry_api.core.problem import Problem
 from ticketry_api.store import Store
+from ticketry_api.wallet import Wallet
 from ticketry_api.web.joins import Joins
 from ticketry_api.web.links import LinkSettings
 from ticketry_api.webhooks.config import WebhookSettings
@@ -40,6 +41,8 @@ class AppState:
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)
     # "Download all" joins (web/joins.py): built on first use from the settings.
     joins: Joins | None = None
+    # The wallet credentials, loaded in the lifespan (none: no passes, 503).
+    wallet: Wallet = field(default_factory=Wallet)
 
     def pdf_store(self) -> PdfStore:
         if self.pdfs is None:

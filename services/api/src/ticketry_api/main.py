@@ -40,6 +40,7 @@ from ticketry_api.routes import pages as page_routes
 from ticketry_api.routes import waitingroom as waitingroom_routes
 from ticketry_api.routes import webhooks as webhook_routes
 from ticketry_api.store import Store
+from ticketry_api.wallet import Wallet, WalletSettings
 from ticketry_api.web.links import LinkSettings
 from ticketry_api.webhooks.config import WebhookSettings
 
@@ -73,7 +74,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         await asyncio.to_thread(fonts.fits, "Ticketry")
         store = Store.create(traits)
         mail_settings = mail.MailSettings()  # a bad mail setting fails the start
-        app.state.ticketry = AppState(settings, redis, keyring, store)
+        # A missing or bad wallet file fails the start, not the first pass.
+        wallet = Wallet.from_settings(WalletSettings())
+        app.state.ticketry = AppState(settings, redis, keyring, store, wallet=wallet)
         # Fail at start-up, not on every request, when the token keys are unusable.
         app.state.ticketry.token_verifier()
         stop = asyncio.Event()
@@ -159,7 +162,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 def run() -> None:
     setup_logging("api")  # first: a refused setting is logged as JSON too
     settings = load_settings(ApiSettings)
-    for part in (RateSettings, LinkSettings, WebhookSettings, CorsSettings):
+    for part in (RateSettings, LinkSettings, WebhookSettings, CorsSettings, WalletSettings):
         load_settings(part)  # the app state reads them again; checked here, so a bad value stops the start too
     setup_tracing("api", settings.trace_file)
     check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line

@@ -31,6 +31,11 @@ _ORDER_SUMMARY = {
     "status": "processing", "created_at": "2027-03-01T10:15:00Z",
 }  # fmt: skip
 _TICKET_REFS = [{"id": t, "status": "rendered", "pdf_url": f"/v1/tickets/{t}/pdf"} for t in TICKETS]
+# A Save to Google Wallet link's JWT, cut short here (a real one is ~1.9 KB).
+_WALLET = {
+    "apple": f"/v1/tickets/{TICKETS[0]}/pkpass",
+    "google": "https://pay.google.com/gp/v/save/eyJhbGciOiJSUzI1NiJ9.e30.c2ln",
+}
 _LIST_OUT = {"id": LIST, "event_id": EVENT, "name": "Main entrance", "tiers": []}
 _WEBHOOK_OUT = {
     "id": WEBHOOK, "event_id": EVENT, "url": "https://shop.example/hooks/ticketry",
@@ -71,8 +76,9 @@ EXAMPLES: dict[str, Any] = {
     "Page_TicketRef_": {"items": _TICKET_REFS, "next": None},
     "TicketOut": {
         "id": TICKETS[0], "order_id": ORDER, "event_id": EVENT, "holder_name": "Ada Lovelace", "tier": "standard",
-        "status": "rendered", "pdf_url": f"/v1/tickets/{TICKETS[0]}/pdf",
+        "status": "rendered", "pdf_url": f"/v1/tickets/{TICKETS[0]}/pdf", "wallet": _WALLET,
     },
+    "WalletLinks": _WALLET,
     "CancelOut": {"id": ORDER, "status": "cancelled", "revoked": 2},
     "CheckinListIn": {"name": "Main entrance", "tiers": ["standard"]},
     "CheckinListOut": _LIST_OUT,

@@ -307,6 +307,13 @@ class OrderSummary(BaseModel):
     created_at: datetime
 
 
+class WalletLinks(BaseModel):
+    """Where a rendered ticket goes into a phone's wallet (None: that wallet is not configured)."""
+
+    apple: str | None = Field(default=None, description="the ticket's Apple Wallet pass (.pkpass), on this api")
+    google: str | None = Field(default=None, description="the ticket's Save to Google Wallet link")
+
+
 class TicketOut(BaseModel):
     id: str
     order_id: str
@@ -315,6 +322,8 @@ class TicketOut(BaseModel):
     tier: str
     status: TicketStatus
     pdf_url: str
+    # Once rendered, where a wallet is configured; absent before.
+    wallet: WalletLinks | None = None
 
 
 class CheckinListIn(_In):

@@ -20,14 +20,14 @@ from typing import Annotated
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import Response
+from fastapi.responses import RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import BaseModel
 from ticketry.auth import QUEUE_SCOPE, Principal
 from ticketry.ids import is_valid_id, order_of_ticket, ticket_id
 
 from ticketry_api.core.problem import Problem
-from ticketry_api.deps import State
+from ticketry_api.deps import AppState, State
 from ticketry_api.order_links import (
     LINK_COOKIE,
     bearer_scheme,
@@ -39,9 +39,10 @@ from ticketry_api.order_links import (
 )  # fmt: skip
 from ticketry_api.orders_read import order_of_buyer, progress_url
 from ticketry_api.pdf_answers import joined_pdf, pdf_answer
-from ticketry_api.readmodel import order_outcome, order_ticket_statuses, ticket_of
+from ticketry_api.readmodel import TicketOf, order_outcome, order_ticket_statuses, ticket_of
 from ticketry_api.waitingroom import rooms
 from ticketry_api.waitingroom.places import QueuePlace, place_of
+from ticketry_api.wallet.answers import google_answer, pkpass_answer
 from ticketry_api.web.assets import SCAN_PAGE_CSP, Asset, load_assets, order_page_csp
 from ticketry_api.web.pdfs import PART_SIZE
 
@@ -123,6 +124,9 @@ class OrderPage(BaseModel):
     progress_url: str
     part_size: int
     tickets: list[TicketLine]
+    # Which wallets each rendered ticket can go into (their links: the ticket's, below).
+    wallet_apple: bool = False
+    wallet_google: bool = False
 
 
 @router.get("/o/{order_id}/state", response_model=OrderPage)
@@ -144,19 +148,37 @@ async def order_state(order_id: str, who: Reader, state: State) -> OrderPage:
         starts_at=starts, zone_abbr=starts.strftime("%Z"),
         tier=order.tier, tier_name=tier.name if tier is not None else order.tier,
         progress_url=progress_url(state.settings.notifier_public_url, order.id), part_size=PART_SIZE,
-        tickets=lines,
+        tickets=lines, wallet_apple=state.wallet.apple is not None, wallet_google=state.wallet.google is not None,
     )  # fmt: skip
 
 
-@router.get("/o/{order_id}/tickets/{ticket}.pdf")
-async def ticket_pdf(order_id: str, ticket: str, who: Reader, state: State) -> Response:
+async def _ticket_of_order(order_id: str, ticket: str, who: Principal, state: AppState) -> TicketOf:
+    """A ticket of the page's order (its link's holder is its buyer)."""
     where = order_of_ticket(ticket)
     if where is None or where[0] != order_id:
         raise Problem(404, "ticket not found")
     t = await ticket_of(state.store, ticket)
     if t is None or t.owner_id != who.sub:
         raise Problem(404, "ticket not found")
-    return await pdf_answer(state, t)
+    return t
+
+
+@router.get("/o/{order_id}/tickets/{ticket}.pdf")
+async def ticket_pdf(order_id: str, ticket: str, who: Reader, state: State) -> Response:
+    return await pdf_answer(state, await _ticket_of_order(order_id, ticket, who, state))
+
+
+@router.get("/o/{order_id}/tickets/{ticket}.pkpass")
+async def ticket_pkpass(order_id: str, ticket: str, who: Reader, state: State) -> Response:
+    return await pkpass_answer(state, await _ticket_of_order(order_id, ticket, who, state))
+
+
+# The page links here rather than to Google: the link is signed (~3 ms) when
+# the buyer follows it, not for every ticket each time the page refreshes.
+@router.get("/o/{order_id}/tickets/{ticket}/google-wallet")
+async def ticket_google_wallet(order_id: str, ticket: str, who: Reader, state: State) -> Response:
+    url = await google_answer(state, await _ticket_of_order(order_id, ticket, who, state))
+    return RedirectResponse(url, status_code=303, headers={"Cache-Control": "private, no-store"})
 
 
 @router.get("/o/{order_id}/tickets.pdf")

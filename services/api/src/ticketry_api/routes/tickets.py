@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from ticketry.auth import Principal
 
+from ticketry_api.core.pkpass import MEDIA_TYPE
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State, rate_limited
 from ticketry_api.errors import problems
@@ -15,6 +16,7 @@ from ticketry_api.pdf_answers import live_ticket_status, pdf_answer
 from ticketry_api.readmodel import TicketOf, ticket_of
 from ticketry_api.schemas import TicketOut
 from ticketry_api.store import Store
+from ticketry_api.wallet.answers import pkpass_answer, wallet_links
 
 router = APIRouter(prefix="/v1/tickets", tags=["tickets"])
 Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer", "staff"))]
@@ -33,13 +35,18 @@ async def owned_ticket(ticket_id: str, who: Principal, store: Store) -> TicketOf
 
 
 # 403: a staff token bound to no organizer or events (refused wherever it goes).
-@router.get("/{ticket_id}", response_model=TicketOut, responses=problems(401, 403, 404, 422, 429))
+@router.get(
+    "/{ticket_id}",
+    response_model=TicketOut,
+    response_model_exclude_none=True,
+    responses=problems(401, 403, 404, 422, 429),
+)
 async def get_ticket(ticket_id: str, who: Reader, state: State) -> TicketOut:
     t = await owned_ticket(ticket_id, who, state.store)
     status = await live_ticket_status(state, t)
     return TicketOut(
         id=t.id, order_id=t.order_id, event_id=t.event_id, holder_name=t.holder_name,
-        tier=t.tier, status=status, pdf_url=f"/v1/tickets/{t.id}/pdf",
+        tier=t.tier, status=status, pdf_url=f"/v1/tickets/{t.id}/pdf", wallet=await wallet_links(state, t, status),
     )  # fmt: skip
 
 
@@ -56,3 +63,15 @@ PDF_RESPONSES: dict[int | str, dict[str, object]] = {
 @router.get("/{ticket_id}/pdf", response_class=Response, responses=PDF_RESPONSES)
 async def get_ticket_pdf(ticket_id: str, who: Reader, state: State) -> Response:
     return await pdf_answer(state, await owned_ticket(ticket_id, who, state.store))
+
+
+# A ticket's Apple Wallet pass: built on its first request and kept beside its
+# PDF (docs/wallet.md); 409 before the ticket is rendered, 503 where no pass
+# certificate is configured.
+@router.get(
+    "/{ticket_id}/pkpass",
+    response_class=Response,
+    responses={200: {"content": {MEDIA_TYPE: {}}}, **problems(401, 403, 404, 409, 410, 422, 429, 503)},
+)
+async def get_ticket_pkpass(ticket_id: str, who: Reader, state: State) -> Response:
+    return await pkpass_answer(state, await owned_ticket(ticket_id, who, state.store))

@@ -31,6 +31,7 @@
   const counters = { total: 0, rendered: 0, failed: 0 };
   let status = "processing";
   const rows = new Map(); // ticket id -> {li, state}
+  const wallets = { apple: false, google: false }; // which wallets a rendered ticket can go into
 
   // --- the link ------------------------------------------------------------
   const fragment = new URLSearchParams(location.hash.slice(1));
@@ -148,19 +149,36 @@
     row.state = state;
     const slot = row.li.lastChild;
     if (state === "rendered") {
-      const a = document.createElement("a");
-      a.dataset.testid = "ticket-link";
-      a.href = "/o/" + encodeURIComponent(orderId) + "/tickets/" + encodeURIComponent(id) + ".pdf";
-      a.setAttribute("download", id + ".pdf");
-      a.textContent = "Download PDF";
-      a.setAttribute("aria-label", "Download ticket " + (row.n + 1) + " for " + row.holder + " (PDF)");
-      row.li.replaceChild(a, slot);
+      const base = "/o/" + encodeURIComponent(orderId) + "/tickets/" + encodeURIComponent(id);
+      const what = "ticket " + (row.n + 1) + " for " + row.holder;
+      const links = document.createElement("span");
+      links.className = "links";
+      links.append(ticketLink("ticket-link", base + ".pdf", "Download PDF", "Download " + what + " (PDF)"));
+      links.lastChild.setAttribute("download", id + ".pdf");
+      if (wallets.apple) {
+        links.append(ticketLink("wallet-apple", base + ".pkpass", "Add to Apple Wallet", "Add " + what + " to Apple Wallet"));
+      }
+      if (wallets.google) {
+        // The api signs Google's link when it is followed, then sends the browser on to Google.
+        links.append(ticketLink("wallet-google", base + "/google-wallet", "Save to Google Wallet",
+          "Save " + what + " to Google Wallet"));
+      }
+      row.li.replaceChild(links, slot);
       return;
     }
     const span = document.createElement("span");
     span.className = "state" + (state === "failed" ? " failed" : "");
     span.textContent = { queued: "being prepared…", failed: "could not be made", cancelled: "cancelled" }[state] || state;
     row.li.replaceChild(span, slot);
+  }
+
+  function ticketLink(testid, href, text, label) {
+    const a = document.createElement("a");
+    a.dataset.testid = testid;
+    a.href = href;
+    a.textContent = text;
+    a.setAttribute("aria-label", label);
+    return a;
   }
 
   function cancelAll() {
@@ -207,6 +225,8 @@
       $("event-when").textContent = whenText + " · " + o.venue;
       $("tier-name").textContent = o.tier_name;
       $("tier-line").hidden = false;
+      wallets.apple = !!o.wallet_apple;
+      wallets.google = !!o.wallet_google;
       buildRows(o.tickets);
     } else {
       o.tickets.forEach((t) => setTicket(t.id, t.status));
