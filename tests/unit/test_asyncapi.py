@@ -18,6 +18,7 @@ from faststream.specification import AsyncAPI
 from pydantic import BaseModel
 from ticketry import events, messages, streams
 from ticketry.asyncapi import build_document, message_key
+from ticketry_api.mail.mailer import Job
 from ticketry_api.webhooks.deadletters import dead_fields
 from ticketry_api.webhooks.models import Delivery
 from ticketry_renderer.config import RendererSettings
@@ -120,6 +121,8 @@ def test_the_entry_models_name_the_fields_their_writers_write() -> None:
     d = Delivery(endpoint_id="e", msg_id="m", type="order.completed", order_id="o", event_id="ev", body=b"{}")
     assert set(messages.WebhookDeliveryEntry.model_fields) == set(d.to_fields())
     assert set(messages.WebhookDeadLetterEntry.model_fields) == set(dead_fields(d.to_fields(), "gone", "1-0"))
+    job = Job("or_1", 4, ("451 try later",))
+    assert set(messages.MailDeadLetterEntry.model_fields) == set(dead_fields(job.to_fields(), "451", "1-0"))
     dlq = {v for k, v in vars(streams).items() if k.startswith("DLQ_") and k != "DLQ_PREFIX"}
     assert set(messages.RenderDeadLetterEntry.model_fields) == {"v", "data", *dlq}
     room = {v for k, v in vars(streams).items() if k.startswith("ROOM_") and isinstance(v, str)}

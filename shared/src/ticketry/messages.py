@@ -23,7 +23,7 @@ from ticketry import streams
 from ticketry.events import SCHEMA_VERSION, RenderRequest, TicketEvent
 from ticketry.webhook_documents import WebhookType
 
-Service = Literal["api", "renderer", "projector", "notifier", "scaler", "webhooks", "ticketryctl"]
+Service = Literal["api", "renderer", "projector", "notifier", "scaler", "webhooks", "mailer", "ticketryctl"]
 
 # What each producer/consumer name means (the AsyncAPI document's tags).
 SERVICES: Final[dict[Service, str]] = {
@@ -33,6 +33,7 @@ SERVICES: Final[dict[Service, str]] = {
     "notifier": "The notifier (ticketry_notifier): WebSocket pushes of order progress and waiting-room places.",
     "scaler": "The scaler (ticketry_scaler): the leader's replica decisions.",
     "webhooks": "The api's webhook dispatcher and sender (ticketry_api.webhooks).",
+    "mailer": "The api's mailer (ticketry_api.mail): one email per completed order with an address.",
     "ticketryctl": "The operator's CLI: dead-letter inspection, re-drive and delete, status.",
 }
 
@@ -78,6 +79,17 @@ class WebhookDeadLetterEntry(WebhookDeliveryEntry):
     dlq_reason: str
     dlq_at: str = Field(description="ISO 8601 time it died.")
     dlq_entry: str = Field(description="Its stream id on the deliveries stream.")
+
+
+class MailDeadLetterEntry(_Entry):
+    """An order's email that failed its last try (``ticketryctl mail redrive`` tries again)."""
+
+    order: str = Field(description="The order whose tickets were to be mailed.")
+    attempt: str = Field(description="Tries made.")
+    history: str = Field(description="JSON list: one line per try, what the server answered.")
+    dlq_reason: str
+    dlq_at: str = Field(description="ISO 8601 time it died.")
+    dlq_entry: str = Field(description="The ticket event (stream id) that asked for the email.")
 
 
 class ScalerDecisionEntry(_Entry):
@@ -153,6 +165,7 @@ RENDER_DEAD_LETTER: Final = Message(
 )
 WEBHOOK_DELIVERY: Final = Message("WebhookDelivery", WebhookDeliveryEntry, "One webhook delivery attempt.")
 WEBHOOK_DEAD_LETTER: Final = Message("WebhookDeadLetter", WebhookDeadLetterEntry, "A webhook delivery that died.")
+MAIL_DEAD_LETTER: Final = Message("MailDeadLetter", MailDeadLetterEntry, "An order's email that died.")
 SCALER_DECISION: Final = Message("ScalerDecision", ScalerDecisionEntry, "One scaling decision.")
 ROOM_UPDATE: Final = Message("RoomUpdate", RoomUpdateEntry, "A waiting room's admission tick, pause, resume or close.")
 
@@ -181,11 +194,12 @@ CHANNELS: Final[tuple[Channel, ...]] = (
         "ticketEvents",
         streams.TICKET_EVENTS,
         f"Ticket and order events. Consumer groups ``{streams.PROJECTOR_GROUP}`` (the projector) and"
-        f" ``{streams.WEBHOOKS_GROUP}`` (the webhook dispatcher); read without a group by every notifier."
+        f" ``{streams.WEBHOOKS_GROUP}`` (the webhook dispatcher), ``{streams.MAIL_GROUP}`` (the mailer); read"
+        " without a group by every notifier."
         " Written by the renderer (each ticket's final event, order.completed) and the api (order.cancelled).",
         (TICKET_EVENT,),
         ("renderer", "api"),
-        ("projector", "webhooks", "notifier"),
+        ("projector", "webhooks", "mailer", "notifier"),
     ),
     Channel(
         "renderDead",
@@ -227,6 +241,14 @@ CHANNELS: Final[tuple[Channel, ...]] = (
         "Dead webhook deliveries; never trimmed: ``ticketryctl webhooks redrive`` / ``delete`` empties it.",
         (WEBHOOK_DEAD_LETTER,),
         ("webhooks",),
+        ("ticketryctl",),
+    ),
+    Channel(
+        "mailDead",
+        streams.MAIL_DEAD,
+        "Emails that failed their last try; never trimmed: ``ticketryctl mail redrive`` / ``delete`` empties it.",
+        (MAIL_DEAD_LETTER,),
+        ("mailer",),
         ("ticketryctl",),
     ),
     Channel(
