@@ -24,10 +24,12 @@ down:
 demo N="20":
     uv run --frozen python -m ticketry_devstack demo -n {{N}}
 
-# The whole test suite against real Redis and FerretDB it starts itself.
+# The whole test suite against real Redis and FerretDB it starts itself, on
+# TICKETRY_TEST_WORKERS xdist workers (default 2; each starts its own stack;
+# tests/conftest.py keeps each file, and the host-building files, on one worker).
 [group('check')]
 test *ARGS: bootstrap
-    uv run --frozen pytest {{ARGS}}
+    uv run --frozen pytest -n "${TICKETRY_TEST_WORKERS:-2}" --dist loadgroup {{ARGS}}
 
 # ruff + mypy --strict on every package.
 [group('check')]
