@@ -210,3 +210,11 @@ def test_problem_types_are_read_from_the_code_that_raises_them() -> None:
     kinds = {k for f in source.rglob("*.py") for k in re.findall(r'kind="([a-z-]+)"', f.read_text())}
     listed = {t.removeprefix(PROBLEM_BASE) for _, _, op in _operations() for t in op["x-problem-types"]}
     assert kinds and kinds <= listed
+
+
+def test_every_operation_id_is_its_route_functions_name() -> None:
+    """A generated client names its calls by operationId: short and unique
+    (``create_order``), not FastAPI's name + path + method."""
+    ids = [op["operationId"] for ops in DOC["paths"].values() for m, op in ops.items() if m in _METHODS]
+    assert len(ids) == len(set(ids))
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", i) and "_v1_" not in i for i in ids), ids

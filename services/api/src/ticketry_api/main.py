@@ -128,6 +128,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
         description="Events, orders, tickets, PDF download and check-in.",
+        # operationId = the route function's name (create_order, get_ticket_pdf): what a generated
+        # client names its calls, instead of FastAPI's default of name + path + method.
+        generate_unique_id_function=lambda route: route.name,
     )
     errors.install(app)
     app.add_middleware(DependencyBudget)  # innermost: a request's dependencies give up within its budget
