@@ -123,6 +123,11 @@ def up_ha(args: argparse.Namespace) -> int:
         pidfile.write_text(str(os.getpid()))
         a, b, c = (stack.hosts[h] for h in "abc")
         p = PORTS
+        inbox = f"http://{stack.addr('c', 'mail')}" if ("c", "mailpit") in stack.procs else None
+        mailbox = f"  mail inbox     {inbox}   (mailpit on c: the tickets mailed to buyers)\n" if inbox else ""
+        own_wallet = any(k.startswith("TICKETRY_WALLET_") for k in os.environ)
+        ca = stack.data_dir / "wallet" / "ca.pem"
+        wallet = "" if own_wallet else f"  wallet         dev CA {ca}   (passes verify against it)\n"
         print(
             f"\nTicketry is up on three hosts (dev mode; logs in {data / 'ha'}/<host>/)\n"
             f"  host a  {a.address}  (netns {a.ns}): Redis primary :{p['redis']}, sentinel :{p['sentinel']}, "
@@ -135,6 +140,7 @@ def up_ha(args: argparse.Namespace) -> int:
             f"  sentinels      {stack.sentinels} (master {stack.env['TICKETRY_REDIS_SENTINEL_MASTER']})\n"
             f"  HAProxy stats  {stack.stats_url}\n"
             f"  load balancer: {stack.lb_url}\n"
+            f"{mailbox}{wallet}"
             "  Ctrl-C stops everything.\n",
             flush=True,
         )

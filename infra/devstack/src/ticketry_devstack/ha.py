@@ -44,12 +44,23 @@ import redis
 from ticketry_devstack.env import up_env
 from ticketry_devstack.haproxy import LbSettings, haproxy_binary, haproxy_proc, stats_csv
 from ticketry_devstack.hosts import Host, Lan, can_make_hosts, free_subnet, netns_exists, netns_pids
-from ticketry_devstack.procs import Proc, ferretdb_proc, redis_proc, renderers_live, s3_env, s3_proc, tool, wait_port
+from ticketry_devstack.procs import (
+    Proc,
+    ferretdb_proc,
+    mailpit_proc,
+    redis_proc,
+    renderers_live,
+    s3_env,
+    s3_proc,
+    tool,
+    wait_port,
+)
+from ticketry_devstack.walletca import dev_wallet_env
 
 # Every server's port on its own host's address.
 PORTS: Mapping[str, int] = {
     "redis": 6379, "sentinel": 26379, "api": 8000, "notifier": 8001,
-    "mongo": 27017, "s3": 9000, "lb": 8080, "stats": 8404,
+    "mongo": 27017, "s3": 9000, "lb": 8080, "stats": 8404, "smtp": 1025, "mail": 8025,
 }  # fmt: skip
 MASTER = "ticketry"
 QUORUM = 2
@@ -211,7 +222,12 @@ def ha_env(stack: HaStack, environ: Mapping[str, str]) -> dict[str, str]:
         "TICKETRY_REDIS_MIN_REPLICAS": "1",
         "TICKETRY_KEYS_DIR": str(stack.data_dir / "keys"),
         "TICKETRY_STORAGE_DIR": str(stack.data_dir / "tickets"),
+        # mailpit on c, as `just up` runs it (start_ha drops this when it is not built).
+        "TICKETRY_SMTP_URL": f"smtp://{stack.addr('c', 'smtp')}",
     }
+    # Throw-away wallet credentials as for `just up`, unless the caller names its own (all of them).
+    if not any(k.startswith("TICKETRY_WALLET_") for k in environ):
+        defaults |= dev_wallet_env(stack.data_dir / "wallet")
     return {
         **defaults,
         **up_env(environ),
@@ -314,6 +330,13 @@ def start_ha(
         stack.start("c", ferretdb_proc(data_dir / "c" / "ferretdb", PORTS["mongo"], c.address), PORTS["mongo"])
         s3 = s3_proc(data_dir / "c" / "s3", PORTS["s3"], bind=(c.address,))
         stack.start("c", s3, PORTS["s3"])
+        if not environ.get("TICKETRY_SMTP_URL"):
+            mailpit = mailpit_proc(data_dir / "c" / "mail", PORTS["smtp"], PORTS["mail"], host=c.address)
+            if mailpit is None:
+                log("no mailpit built (infra/bootstrap.sh builds it): tickets are not mailed")
+                stack.env.pop("TICKETRY_SMTP_URL")
+            else:
+                stack.start("c", mailpit, PORTS["smtp"])
         stack.start("a", redis_proc(data_dir / "a" / "redis", PORTS["redis"], bind=(a.address,)), PORTS["redis"])
         follow = ("--replicaof", a.address, str(PORTS["redis"]))
         for h in "bc":

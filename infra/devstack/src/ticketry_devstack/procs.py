@@ -196,16 +196,16 @@ def s3_proc(data_dir: Path, port: int, *, bind: tuple[str, ...] = ("127.0.0.1",)
     return Proc("s3", argv, env, data_dir / "s3.log")
 
 
-def mailpit_proc(data_dir: Path, smtp_port: int, ui_port: int) -> Proc | None:
-    """mailpit (infra/bootstrap.sh builds it): an SMTP server on ``smtp_port``
-    and its web inbox on ``ui_port``, keeping mail in ``data_dir``; None when
-    it is not built."""
+def mailpit_proc(data_dir: Path, smtp_port: int, ui_port: int, host: str = "127.0.0.1") -> Proc | None:
+    """mailpit (infra/bootstrap.sh builds it): an SMTP server on ``host:smtp_port``
+    and its web inbox on ``host:ui_port``, keeping mail in ``data_dir``; None
+    when it is not built."""
     binary = BIN / "mailpit"
     if not binary.exists():
         return None
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = [
-        str(binary), "--smtp", f"127.0.0.1:{smtp_port}", "--listen", f"127.0.0.1:{ui_port}",
+        str(binary), "--smtp", f"{host}:{smtp_port}", "--listen", f"{host}:{ui_port}",
         "--database", str(data_dir / "mailpit.db"), "--smtp-auth-accept-any", "--smtp-auth-allow-insecure",
     ]  # fmt: skip
     return Proc("mailpit", argv, dict(os.environ), data_dir / "mailpit.log")
