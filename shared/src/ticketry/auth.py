@@ -24,12 +24,15 @@ wherever it is presented): deny by default.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
 import json
 import logging
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -254,8 +257,13 @@ class RemoteJwks:
     the set lacks (key rotation at the provider) — but never more than once
     every ``min_refresh_s``, so tokens with made-up ``kid``s cannot make the
     service hammer the provider. A failed refresh keeps the last good keys.
-    Fetching is synchronous (``PyJWKClient``), bounded by ``timeout_s``: rare,
-    not per request."""
+
+    After construction a refresh runs on a thread of its own, never on the
+    caller's event loop, and one at a time: every caller that needs it waits
+    for that one fetch (bounded by ``timeout_s``). A set ``cache_s`` old keeps
+    verifying while its refresh runs; a caller whose ``kid`` is unknown waits
+    for the refresh in :meth:`key` (without blocking its loop), and is told
+    "unknown" at once by :meth:`key_for` on an event loop's thread."""
 
     def __init__(
         self, url: str, algorithm: str, *, cache_s: float = 300.0, min_refresh_s: float = 30.0, timeout_s: float = 5.0
@@ -266,10 +274,12 @@ class RemoteJwks:
         self.keys: dict[str, Any] = {}
         self.default: Any = None
         self.fetched_at = self.tried_at = float("-inf")
+        self._lock = threading.Lock()
+        self._pending: Future[None] | None = None
         self.refresh()
 
     def refresh(self) -> None:
-        """Fetch the set now; raises :class:`jwt.PyJWTError` when it cannot."""
+        """Fetch the set now, on this thread; raises :class:`jwt.PyJWTError` when it cannot."""
         self.tried_at = time.monotonic()
         jwk_set = self._client.get_jwk_set(refresh=True)
         kty = _KEY_TYPE[self.algorithm[:2]]
@@ -286,16 +296,60 @@ class RemoteJwks:
             raise jwt.PyJWKSetError(f"no {kty} signing key for {self.algorithm} at {self.url}")
         self.keys, self.default, self.fetched_at = keys, default, time.monotonic()
 
-    def key_for(self, kid: str | None) -> Any:
-        """The key for ``kid`` (None: the set's key without a ``kid``), or None."""
-        now = time.monotonic()
-        known = (kid in self.keys) if kid is not None else self.default is not None
-        if (not known or now - self.fetched_at > self.cache_s) and now - self.tried_at >= self.min_refresh_s:
-            try:
-                self.refresh()
-            except jwt.PyJWTError as exc:
-                log.warning("JWKS refresh failed; keeping the last good keys", extra={"error": str(exc)})
+    def _known(self, kid: str | None) -> bool:
+        return (kid in self.keys) if kid is not None else self.default is not None
+
+    def _lookup(self, kid: str | None) -> Any:
         return self.keys.get(kid) if kid is not None else self.default
+
+    def _refreshing(self, kid: str | None) -> Future[None] | None:
+        """The refresh under way (started now if one is due and allowed), or
+        None when the set is fresh and knows ``kid`` or none may start yet."""
+        now = time.monotonic()
+        if self._known(kid) and now - self.fetched_at <= self.cache_s:
+            return None
+        with self._lock:
+            if self._pending is None and now - self.tried_at >= self.min_refresh_s:
+                self.tried_at = now
+                self._pending = Future()
+                threading.Thread(target=self._refresh_in_background, name="jwks-refresh", daemon=True).start()
+            return self._pending
+
+    def _refresh_in_background(self) -> None:
+        try:
+            self.refresh()
+        except Exception as exc:  # the last good keys stay; the next allowed refresh tries again
+            log.warning("JWKS refresh failed; keeping the last good keys", extra={"error": str(exc)})
+        with self._lock:
+            done, self._pending = self._pending, None
+        if done is not None:
+            done.set_result(None)
+
+    def key_for(self, kid: str | None) -> Any:
+        """The key for ``kid`` (None: the set's key without a ``kid``), or None.
+        Starts a refresh when one is due; waits for it only when ``kid`` is
+        unknown and this thread runs no event loop."""
+        pending = self._refreshing(kid)
+        if pending is not None and not self._known(kid) and not _on_event_loop():
+            pending.result()
+        return self._lookup(kid)
+
+    async def key(self, kid: str | None) -> Any:
+        """:meth:`key_for`, waiting for a refresh of an unknown ``kid`` without
+        blocking the event loop (however many callers wait, one fetch)."""
+        pending = self._refreshing(kid)
+        if pending is not None and not self._known(kid):
+            # shield: a caller that gives up does not cancel the others' refresh
+            await asyncio.shield(asyncio.wrap_future(pending))
+        return self._lookup(kid)
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 @dataclass
@@ -324,11 +378,7 @@ class TokenVerifier:
     def verify(self, token: str) -> Principal:
         key = self.key
         if self.keys or self.remote is not None:
-            try:
-                kid = jwt.get_unverified_header(token).get("kid")
-            except jwt.PyJWTError as exc:
-                raise AuthError(str(exc)) from exc
-            kid = kid if isinstance(kid, str) and len(kid) <= 256 else None
+            kid = _kid(token)
             found = self.remote.key_for(kid) if self.remote is not None else None
             if found is None and kid is not None:
                 found = self.keys.get(kid)
@@ -339,6 +389,13 @@ class TokenVerifier:
         return decode_token(
             token, key=key, algorithm=self.algorithm, leeway_s=self.leeway_s, issuer=self.issuer, audience=self.audience
         )
+
+    async def verify_async(self, token: str) -> Principal:
+        """:meth:`verify`, first waiting (off the event loop) for the remote
+        set's refresh when the token names a ``kid`` it lacks."""
+        if self.remote is not None:
+            await self.remote.key(_kid(token))
+        return self.verify(token)
 
     @classmethod
     def from_env(cls, *, fallback_secret: str | None = None) -> TokenVerifier:
@@ -387,6 +444,15 @@ class TokenVerifier:
             alg, key=key, keys=keys, leeway_s=s.jwt_leeway_s, issuer=s.jwt_issuer, audience=s.jwt_audience,
             remote=remote,
         )  # fmt: skip
+
+
+def _kid(token: str) -> str | None:
+    """The ``kid`` a token's header names (None: none, or not a short string)."""
+    try:
+        kid = jwt.get_unverified_header(token).get("kid")
+    except jwt.PyJWTError as exc:
+        raise AuthError(str(exc)) from exc
+    return kid if isinstance(kid, str) and len(kid) <= 256 else None
 
 
 def issue_token(

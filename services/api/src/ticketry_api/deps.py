@@ -90,7 +90,7 @@ async def get_principal(
     if creds is None or creds.scheme.lower() != "bearer":
         raise Problem(401, "unauthorized", "a bearer token is required", _UNAUTHORIZED)
     try:
-        return app_state(request).token_verifier().verify(creds.credentials)
+        return await app_state(request).token_verifier().verify_async(creds.credentials)
     except UnboundStaffError:
         raise Problem(403, "forbidden", UNBOUND_STAFF) from None
     except AuthError:
