@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ticketry import emit, streams
-from ticketry_api.ctl import dlq
+from ticketry_api.ops import render_dead as dlq
 from ticketry_api.waitingroom import rooms
 from ticketry_notifier.queue import Update
 

@@ -110,6 +110,17 @@ class ScalerDecisionEntry(_Entry):
     ts: str = Field(description="Unix seconds.")
 
 
+class OpsAuditEntry(_Entry):
+    """One operator's action on dead letters (``ticketry_api.ops.audit``)."""
+
+    who: str = Field(description="The admin token's sub, or ticketryctl:<user>.")
+    action: str = Field(description="redrive or delete.")
+    kind: str = Field(description="render or webhooks: whose dead letters.")
+    target: str = Field(description="The dead letter's id, or reason:<reason> for all of a reason.")
+    outcome: str = Field(description="What happened, per id (JSON object id → outcome).")
+    at: str = Field(description="Unix ms.")
+
+
 class RoomUpdateEntry(_Entry):
     """One admission tick of a waiting room, or a pause, resume or close
     (``streams.ROOM_*`` field names)."""
@@ -167,6 +178,7 @@ WEBHOOK_DELIVERY: Final = Message("WebhookDelivery", WebhookDeliveryEntry, "One 
 WEBHOOK_DEAD_LETTER: Final = Message("WebhookDeadLetter", WebhookDeadLetterEntry, "A webhook delivery that died.")
 MAIL_DEAD_LETTER: Final = Message("MailDeadLetter", MailDeadLetterEntry, "An order's email that died.")
 SCALER_DECISION: Final = Message("ScalerDecision", ScalerDecisionEntry, "One scaling decision.")
+OPS_AUDIT: Final = Message("OpsAudit", OpsAuditEntry, "An operator's redrive or delete of dead letters.")
 ROOM_UPDATE: Final = Message("RoomUpdate", RoomUpdateEntry, "A waiting room's admission tick, pause, resume or close.")
 
 _LANE = (
@@ -225,6 +237,15 @@ CHANNELS: Final[tuple[Channel, ...]] = (
         (SCALER_DECISION,),
         ("scaler",),
         (),
+    ),
+    Channel(
+        "opsAudit",
+        streams.OPS_AUDIT,
+        "What operators did to dead letters (the console at /ops and ticketryctl), listed by"
+        f" GET /v1/ops/audit. MAXLEN ~ {streams.OPS_AUDIT_MAXLEN}.",
+        (OPS_AUDIT,),
+        ("api", "ticketryctl"),
+        ("api",),
     ),
     Channel(
         "webhookDeliveries",

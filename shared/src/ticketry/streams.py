@@ -20,6 +20,10 @@ Streams
     until an operator re-drives or deletes them.
 ``ticketry:scaler:decisions``
     One entry per scaling decision (reason, inputs, from, to). ``MAXLEN ~ 10000``.
+``ticketry:ops:audit``
+    What operators did to dead letters (who: the token's ``sub`` or the
+    ``ticketryctl`` user; action, kind, target, outcome, at), listed by the
+    console at ``/ops`` (``ticketry_api.ops``). ``MAXLEN ~ OPS_AUDIT_MAXLEN``.
 ``ticketry:designs:requests``
     Designs (stamping templates) to build ahead of an event's first ticket, one
     entry per event look (fields: a sample ``events.RenderRequest``), appended by
@@ -96,6 +100,7 @@ RENDER_LANES: Final = (RENDER_VIP, RENDER_STD)
 TICKET_EVENTS: Final = "ticketry:ticket-events"
 DEAD_LETTERS: Final = "ticketry:render:dead"
 SCALER_DECISIONS: Final = "ticketry:scaler:decisions"
+OPS_AUDIT: Final = "ticketry:ops:audit"
 
 RENDERERS_GROUP: Final = "renderers"
 PROJECTOR_GROUP: Final = "projector"
@@ -107,6 +112,7 @@ HEARTBEAT_TTL_S: Final = 5
 LEADER_TTL_S: Final = 10
 EVENTS_RETENTION_S: Final = 24 * 3600
 SCALER_DECISIONS_MAXLEN: Final = 10_000
+OPS_AUDIT_MAXLEN: Final = 10_000
 
 # Orders up to this many tickets ride the vip lane with vip orders.
 SMALL_ORDER_MAX: Final = 20

@@ -170,6 +170,16 @@ class ApiSettings(ServingSettings):
         default=3600.0, gt=0, le=86_400,
         description="Seconds (0 < s <= 86,400) between sweeps deleting expired check-in nonces",
     )  # fmt: skip
+    ops_feed_interval_s: float = Field(
+        default=1.5, ge=0.5, le=30,
+        description="Seconds (0.5 to 30) between the snapshots of the operator's console feed "
+        "(GET /v1/ops/feed): one shared poll of Redis per api process, however many consoles are open",
+    )  # fmt: skip
+    ops_drain_target_s: float = Field(
+        default=20.0, gt=0, le=3600,
+        description="Seconds (0 < s <= 3,600) the render backlog should drain within at the renderers' "
+        "capacity; the console marks a render group red past it (the scaler's TICKETRY_SCALER_TARGET_DRAIN_S)",
+    )  # fmt: skip
     # GET /metrics: set, only with this bearer token (Prometheus' scrape config
     # `authorization`); unset, only to loopback peers. Behind a proxy on the
     # same host every client is a loopback peer unless the proxy sends

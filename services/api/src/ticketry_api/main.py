@@ -36,6 +36,7 @@ from ticketry_api.projector import run_projector
 from ticketry_api.ratelimit import RateSettings
 from ticketry_api.routes import asyncapi as asyncapi_routes
 from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets
+from ticketry_api.routes import ops as ops_routes
 from ticketry_api.routes import pages as page_routes
 from ticketry_api.routes import waitingroom as waitingroom_routes
 from ticketry_api.routes import webhooks as webhook_routes
@@ -158,6 +159,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(webhook_routes.router)
     app.include_router(waitingroom_routes.router)  # POST /v1/events/{id}/queue
     app.include_router(asyncapi_routes.router)  # GET /asyncapi.json: every stream (ticketry.messages)
+    app.include_router(ops_routes.router)  # the operator's console /ops and the admin JSON it reads
     openapi_doc.install(app)  # /openapi.json: ids, links, problem types and examples added
     return app
 

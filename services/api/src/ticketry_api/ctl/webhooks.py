@@ -26,6 +26,7 @@ from ticketry_api.ctl.common import (
     redis_client,
     run,
 )
+from ticketry_api.ops import audit
 from ticketry_api.webhooks import deadletters
 
 app = typer.Typer(help="Shop webhooks: endpoints, dead letters, re-drive.", no_args_is_help=True)
@@ -96,7 +97,8 @@ def redrive_cmd(ids: IdsArg = None, every: AllOpt = False) -> None:
     """Send dead-lettered deliveries again: a fresh run of attempts with the same
     webhook-id (the shop dedupes); exit 1 if any was not re-driven."""
     act_on_dead_letters(
-        ids, every, deadletters.list_dead, deadletters.redrive, "nothing to re-drive (give IDs or --all)",
+        ids, every, deadletters.list_dead, audit.by_ctl("redrive", "webhooks", deadletters.redrive),
+        "nothing to re-drive (give IDs or --all)",
         lambda outcome: outcome.startswith("re-driven"),
     )  # fmt: skip
 
@@ -107,6 +109,7 @@ def delete_cmd(ids: IdsArg = None, every: AllOpt = False, yes: YesOpt = False) -
     if every and not yes:
         raise fail("--all deletes every webhook dead letter: add --yes")
     act_on_dead_letters(
-        ids, every, deadletters.list_dead, deadletters.delete, "nothing to delete (give IDs or --all --yes)",
+        ids, every, deadletters.list_dead, audit.by_ctl("delete", "webhooks", deadletters.delete),
+        "nothing to delete (give IDs or --all --yes)",
         lambda outcome: outcome == "deleted",
     )  # fmt: skip

@@ -1,0 +1,83 @@
+"""The console's live feed: ONE poll of Redis per api process, however many
+consoles are open. The poll runs while somebody listens (started by the
+first, ended after the last leaves); every listener gets the same encoded
+snapshot, so a console costs its socket and a copy of bytes, not a poll."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+from ticketry import streams
+
+from ticketry_api.core.ops import Sample, behind, drain_s, rates
+from ticketry_api.ops.status import console
+
+log = logging.getLogger(__name__)
+
+
+def annotate(snap: dict[str, Any], prev: Sample | None, now: float, drain_target_s: float) -> Sample:
+    """Rates from the counters and, per render group, its drain time and
+    whether it is behind; returns this sample for the next call."""
+    cur = Sample(now, snap["counters"])
+    snap["rates"] = rates(prev, cur)
+    capacity = sum(r["rate"] for r in snap["renderers"])
+    snap["capacity"] = capacity
+    for lane in streams.RENDER_LANES:
+        g = snap["streams"][lane]["groups"].get(streams.RENDERERS_GROUP)
+        if g is not None:
+            backlog = (g["lag"] or 0) + g["pending"]
+            seconds = drain_s(backlog, capacity)
+            g["drain_s"] = None if seconds == float("inf") else round(seconds, 1)
+            g["behind"] = behind(backlog, capacity, drain_target_s)
+    return cur
+
+
+class Feed:
+    def __init__(self, redis: Redis, interval_s: float, drain_target_s: float) -> None:
+        self.redis, self.interval_s, self.drain_target_s = redis, interval_s, drain_target_s
+        self.listeners = 0
+        self.polls = 0  # how many snapshots were built (one per interval, whatever the listeners)
+        self._latest = b""
+        self._version = 0
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    async def frames(self) -> AsyncGenerator[bytes]:
+        """Each new snapshot (JSON), the latest first if there is one."""
+        self.listeners += 1
+        if self._task is None or self._task.done():
+            # A fresh context: not the first listener's request budget (ticketry.db.request_budget).
+            self._task = asyncio.get_running_loop().create_task(self._poll(), context=contextvars.Context())
+        seen = 0
+        try:
+            while True:
+                async with self._changed:
+                    while self._version == seen:
+                        await self._changed.wait()
+                    seen, data = self._version, self._latest
+                yield data
+        finally:
+            self.listeners -= 1
+
+    async def _poll(self) -> None:
+        prev: Sample | None = None
+        while self.listeners > 0:
+            try:
+                snap = await console(self.redis)
+                prev = annotate(snap, prev, time.monotonic(), self.drain_target_s)
+                data = orjson.dumps(snap)
+            except Exception:
+                log.exception("ops feed: poll failed; will retry")
+                data = orjson.dumps({"error": "the stack's state could not be read; retrying"})
+            self.polls += 1
+            async with self._changed:
+                self._latest, self._version = data, self._version + 1
+                self._changed.notify_all()
+            await asyncio.sleep(self.interval_s)
