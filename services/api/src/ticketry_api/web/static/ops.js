@@ -1,0 +1,223 @@
+// The operator's console (/ops#token=<admin JWT>). The token is taken from the
+// fragment, kept in this tab's sessionStorage, cleared from the URL and sent
+// only in the Authorization header. Everything shown is set as text: a reason
+// or a name is never markup.
+"use strict";
+
+(() => {
+  const KEY = "ticketry.ops.token";
+  const WINDOW_S = 15 * 60; // the throughput chart's span
+  const $ = (id) => document.getElementById(id);
+
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  if (fragment.get("token")) sessionStorage.setItem(KEY, fragment.get("token"));
+  if (location.hash) history.replaceState(null, "", location.pathname + location.search);
+  const token = sessionStorage.getItem(KEY);
+
+  function el(tag, text, attrs) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    return e;
+  }
+  function row(cells, attrs) {
+    const tr = el("tr", null, attrs);
+    cells.forEach((c) => tr.append(el("td", c)));
+    return tr;
+  }
+  function notice(text) { $("notice").textContent = text || ""; }
+  function live(state, text) { $("live").dataset.state = state; $("live").textContent = text; }
+  const secs = (ms) => (ms === null || ms === undefined ? "–" : (ms / 1000).toFixed(1) + " s");
+
+  async function api(path, options) {
+    const r = await fetch(path, {
+      ...(options || {}),
+      headers: { Authorization: "Bearer " + token, "Content-Type": "application/json" },
+      cache: "no-store",
+    });
+    if (r.status === 401) notice("The admin token is invalid or expired: open /ops#token=<admin token> again.");
+    if (r.status === 403) notice("This token is not an admin's: the console is for admins only.");
+    return r;
+  }
+
+  // --- streams, renderers, scaler ---------------------------------------------------
+  function showStreams(s) {
+    const body = $("streams");
+    const rows = [];
+    for (const [name, info] of Object.entries(s.streams)) {
+      const groups = Object.entries(info.groups);
+      if (!groups.length) {
+        rows.push(row([name, "", info.exists ? info.length : "–", "", "", "", ""],
+          { "data-testid": "ops-stream", "data-stream": name, "data-group": "", "data-lag": 0 }));
+      }
+      for (const [group, g] of groups) {
+        const consumers = (g.consumers_detail || []).map((c) => c.name + " (" + secs(c.idle_ms) + ")").join(", ");
+        rows.push(row([
+          name, group, info.length, g.lag === null ? "?" : g.lag + (g.behind ? " — behind" : ""), g.pending,
+          secs(g.oldest_pending_ms), consumers || g.consumers,
+        ], {
+          "data-testid": "ops-stream", "data-stream": name, "data-group": group,
+          "data-lag": g.lag === null ? "" : g.lag, "data-behind": g.behind ? "true" : "false",
+        }));
+      }
+    }
+    body.replaceChildren(...rows);
+  }
+
+  function showRenderers(s) {
+    const ttl = s.heartbeat_ttl_s || 5;
+    $("renderers").replaceChildren(...s.renderers.map((r) => {
+      const stale = r.beat_age_s > ttl / 2;
+      return row([
+        r.consumer, r.host + " (pid " + r.pid + ")",
+        stale ? "heartbeat stopped" : r.busy > 0.05 ? "busy " + Math.round(r.busy * 100) + " %" : "idle",
+        r.rate.toFixed(1), r.rendered, r.beat_age_s.toFixed(1) + " s ago",
+      ], { "data-testid": "ops-renderer", "data-consumer": r.consumer, "data-stale": stale ? "true" : "false" });
+    }));
+    $("capacity").textContent = s.renderers.length + " renderer(s), capacity " + (s.capacity || 0).toFixed(1) +
+      " tickets/s; render backlog: lag " + s.lag + ", pending " + s.pending;
+    const sc = s.scaler;
+    $("scaler").textContent = sc.leader ? "leader " + sc.leader + " (token " + sc.token + ")" : "no scaler leader";
+    $("decisions").replaceChildren(...(s.scaler_decisions || []).map((d) => el("li",
+      new Date(Number(d.ts) * 1000).toLocaleTimeString() + ": " + d.from + " → " + d.to + " (" + d.reason +
+      "; lag " + d.lag + ", pending " + d.pending + ", live " + d.live + ")",
+      { "data-testid": "ops-decision" })));
+  }
+
+  // --- throughput chart (kept here, from the feed's rates) ---------------------------
+  const points = [[], [], []]; // unix seconds, rendered/s, ordered/s
+  let chart = null;
+  let peak = 0; // the most tickets rendered per second seen
+  function chartWidth() { return Math.max($("chart").clientWidth, 280); }
+  function showThroughput(s) {
+    const now = Date.now() / 1000;
+    points[0].push(now);
+    points[1].push(s.rates.tickets_rendered);
+    points[2].push(s.rates.tickets_ordered);
+    while (points[0].length && points[0][0] < now - WINDOW_S) points.forEach((p) => p.shift());
+    $("chart").dataset.points = points[0].length;
+    peak = Math.max(peak, s.rates.tickets_rendered);
+    $("chart").dataset.peak = peak;
+    if (typeof uPlot === "undefined") return;
+    if (chart === null) {
+      chart = new uPlot({
+        width: chartWidth(), height: 220,
+        series: [{}, { label: "tickets rendered/s", stroke: "#0a6b2c", width: 2 },
+          { label: "tickets ordered/s", stroke: "#0b57d0", width: 2 }],
+        axes: [{}, { label: "per second" }],
+      }, points, $("chart"));
+      window.addEventListener("resize", () => chart.setSize({ width: chartWidth(), height: 220 }));
+    } else {
+      chart.setData(points);
+    }
+  }
+
+  // --- dead letters and the audit log ------------------------------------------------
+  async function act(method, path, body, question) {
+    if (!window.confirm(question)) return;
+    const r = await api(path, { method, body: body ? JSON.stringify(body) : undefined });
+    if (!r.ok) {
+      const p = await r.json().catch(() => ({}));
+      notice((p.title || "failed") + (p.detail ? ": " + p.detail : ""));
+    } else {
+      notice("");
+    }
+    await loadDead();
+  }
+
+  function deadItem(kind, d) {
+    const li = el("li", null, { "data-testid": "ops-deadletter", "data-id": d.id, "data-kind": kind });
+    const attempts = d.history ? d.history.length : d.attempts;
+    li.append(el("div", kind + " · " + d.id + " · " + (d.at || ""), { class: "muted small" }));
+    li.append(el("div", d.reason, { class: "reason", "data-testid": "ops-reason" }));
+    li.append(el("div", (d.order_id ? "order " + d.order_id : "") + (d.ticket_id ? " · ticket " + d.ticket_id : "") +
+      (attempts !== undefined ? " · attempts " + attempts : "") + (d.redrivable ? "" : " · cannot be re-driven")));
+    const detail = el("pre", null, { hidden: "" });
+    const actions = el("div", null, { class: "actions" });
+    const show = el("button", "Show", { type: "button", class: "secondary", "data-testid": "ops-show" });
+    show.addEventListener("click", async () => {
+      if (!detail.hidden) { detail.hidden = true; return; }
+      const r = await api("/v1/ops/dead-letters/" + kind + "/" + encodeURIComponent(d.id));
+      detail.textContent = r.ok ? JSON.stringify(await r.json(), null, 2) : "gone (re-driven or deleted)";
+      detail.hidden = false;
+    });
+    actions.append(show);
+    if (d.redrivable) {
+      const redrive = el("button", "Redrive", { type: "button", "data-testid": "ops-redrive" });
+      redrive.addEventListener("click", () => act("POST",
+        "/v1/ops/dead-letters/" + kind + "/" + encodeURIComponent(d.id) + "/redrive", null,
+        "Re-drive dead letter " + d.id + "?"));
+      const all = el("button", "Redrive all of this reason", { type: "button", class: "secondary", "data-testid": "ops-redrive-reason" });
+      all.addEventListener("click", () => act("POST", "/v1/ops/dead-letters/" + kind + "/redrive-reason",
+        { reason: d.reason }, "Re-drive every " + kind + " dead letter with this reason?\n\n" + d.reason));
+      actions.append(redrive, all);
+    }
+    const del = el("button", "Delete", { type: "button", class: "danger", "data-testid": "ops-delete" });
+    del.addEventListener("click", () => act("DELETE", "/v1/ops/dead-letters/" + kind + "/" + encodeURIComponent(d.id),
+      null, "Delete dead letter " + d.id + " for good?"));
+    actions.append(del);
+    li.append(actions, detail);
+    return li;
+  }
+
+  async function loadDead() {
+    const [dr, ar] = await Promise.all([api("/v1/ops/dead-letters"), api("/v1/ops/audit")]);
+    if (dr.ok) {
+      const dead = await dr.json();
+      const items = [...dead.render.map((d) => deadItem("render", d)), ...dead.webhooks.map((d) => deadItem("webhooks", d))];
+      $("dead").replaceChildren(...items);
+      $("dead-count").textContent = dead.render.length + " render, " + dead.webhooks.length + " webhook dead letter(s)";
+    }
+    if (ar.ok) {
+      $("audit").replaceChildren(...(await ar.json()).map((a) => el("li",
+        new Date(a.at).toLocaleString() + " · " + a.who + " · " + a.action + " " + a.kind + " " + a.target + " → " +
+        Object.values(a.outcome).join("; "), { "data-testid": "ops-audit", "data-who": a.who, "data-action": a.action })));
+    }
+  }
+
+  // --- the live feed (fetch, not EventSource: the token goes in a header) --------------
+  let deadSeen = null;
+  function onSnapshot(s) {
+    if (s.error) { live("lost", "stale"); notice(s.error); return; }
+    live("live", "live");
+    showStreams(s);
+    showRenderers(s);
+    showThroughput(s);
+    const count = s.dead_letters.render + "/" + s.dead_letters.webhooks;
+    if (count !== deadSeen) { deadSeen = count; loadDead(); }
+  }
+
+  async function follow() {
+    for (;;) {
+      try {
+        const r = await api("/v1/ops/feed");
+        if (r.status === 401 || r.status === 403) { live("lost", "no access"); return; }
+        if (r.ok && r.body) {
+          const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+          let buf = "";
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buf += value;
+            let end;
+            while ((end = buf.indexOf("\n\n")) >= 0) {
+              const frame = buf.slice(0, end);
+              buf = buf.slice(end + 2);
+              const data = frame.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+              if (data) onSnapshot(JSON.parse(data));
+            }
+          }
+        }
+      } catch (e) { /* the connection dropped: say so, then reconnect */ }
+      live("lost", "reconnecting…");
+      await new Promise((ok) => setTimeout(ok, 2000));
+    }
+  }
+
+  if (!token) {
+    live("lost", "no token");
+    notice("Open this page as /ops#token=<admin token>.");
+    return;
+  }
+  follow();
+})();
