@@ -260,6 +260,8 @@ class CheckinList(Document):
     event_id: str
     name: str
     tiers: list[str] = Field(default_factory=list)  # empty: every tier
+    # A ticket may go out and come back in (its moves are :class:`Passage`s).
+    allow_reentry: bool = False
     created_at: datetime = Field(default_factory=utcnow)
 
     class Settings:
@@ -282,6 +284,27 @@ class Admission(Document):
 
     class Settings:
         name = "admissions"
+
+
+class Passage(Document):
+    """A move through a re-entry list's door after the ticket's first
+    admission (its :class:`Admission`, move 1): ``_id`` is
+    ``<list id>/<ticket id>/<n>`` (n zero-padded: 2, 3, …), exits even, entries
+    odd. The unique ``_id`` lets one scan win each move however many race
+    (FerretDB v1 applies no conditional update atomically), and the ticket is
+    inside while its last move is odd."""
+
+    id: str  # type: ignore[assignment]
+    list_id: str
+    ticket_id: str
+    n: int
+    direction: Literal["entry", "exit"]
+    staff_id: str
+    at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "passages"
+        indexes: ClassVar[list[pymongo.IndexModel]] = [pymongo.IndexModel([("list_id", 1), ("direction", 1)])]
 
 
 class ScanAnswer(Document):
@@ -319,7 +342,7 @@ class CheckinAttempt(Document):
 
     ticket_id: str | None
     staff_id: str
-    result: Literal["accepted", "already_checked_in", "refused", "wrong_list"]
+    result: Literal["accepted", "already_checked_in", "refused", "wrong_list", "exited"]
     list_id: str | None = None
     at: datetime = Field(default_factory=utcnow)
 
@@ -329,5 +352,5 @@ class CheckinAttempt(Document):
 
 ALL_DOCUMENTS: list[type[Document]] = [
     Event, Order, OrderState, TicketState, Reservation, Checkin, CheckinAttempt,
-    OrderFate, CheckinList, Admission, ScanAnswer, WebhookEndpoint,
+    OrderFate, CheckinList, Admission, Passage, ScanAnswer, WebhookEndpoint,
 ]  # fmt: skip

@@ -14,6 +14,12 @@ A scan is judged in this order, each step refusing with its own answer:
    with the first ``checked_in_at``, the holder's name and the tier), however
    many scans race.
 
+On a list that allows re-entry a scan is an ``entry`` or an ``exit``: after
+the admission, each move is the next of the ticket's numbered
+:class:`Passage` records, a unique insert, so of two racing scans one makes the
+move and the other is judged against it (409 ``already`` inside, or
+``not-inside``). An exit decides no fate: only an entry uses a ticket.
+
 With a ``nonce`` the answer is kept under it: the same upload again (an
 offline scanner retrying) gets the first answer, never a second check-in.
 """
@@ -21,29 +27,36 @@ offline scanner retrying) gets the first answer, never a second check-in.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
 from ticketry.auth import Principal
 from ticketry.codes import InvalidCode, Keyring, Verified
-from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, utcnow
+from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, Passage, utcnow
 from ticketry.ids import is_valid_id
 
 from ticketry_api.core.checkins import (
     NONCE_STALE_S,
     NONCE_WAITS,
+    Direction,
     ScanResult,
     already_checked_in,
+    already_inside,
     binds,
     check_list,
+    may_move,
+    no_exits,
     nonce_key,
     nonces_expired_before,
+    not_inside,
+    passage_id,
     refused,
     still_judged,
     unknown_code,
 )
 from ticketry_api.core.problem import Problem
-from ticketry_api.readmodel import ticket_of
+from ticketry_api.readmodel import TicketOf, ticket_of
 from ticketry_api.store import Store
 
 
@@ -72,15 +85,21 @@ def verify(keyring: Keyring, code: str) -> Verified:
         raise unknown_code() from None
 
 
-async def scan(store: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
+async def scan(
+    store: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal, direction: Direction = "entry"
+) -> ScanResult:
     """Judge one scan on ``lst`` (see the module's steps)."""
     try:
-        return await _admit(store, keyring, lst, code, who)
+        if direction == "exit" and not lst.allow_reentry:
+            raise no_exits(lst.name)
+        return await _admit(store, keyring, lst, code, who, direction)
     except Problem as p:
         return refused(p)
 
 
-async def _admit(store: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal) -> ScanResult:
+async def _admit(
+    store: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal, direction: Direction
+) -> ScanResult:
     async def attempt(ticket_id: str | None, result: Any) -> None:
         await store.checkins.attempt(
             CheckinAttempt(ticket_id=ticket_id, staff_id=who.sub, result=result, list_id=lst.id)
@@ -101,27 +120,71 @@ async def _admit(store: Store, keyring: Keyring, lst: CheckinList, code: str, wh
     except Problem:
         await attempt(ticket.id, "wrong_list")
         raise
+    if direction == "exit":
+        # An exit uses no ticket: it decides no fate, and only reads whether a cancel did.
+        if ticket.cancelled or await store.fates.of(ticket.order_id) == "cancelled":
+            await attempt(ticket.id, "refused")
+            raise unknown_code()
+        return await _pass(store, lst, ticket, who, "exit", attempt)
     if ticket.cancelled or await store.fates.decide(ticket.order_id, "used", who.sub) != "used":
         await attempt(ticket.id, "refused")
         raise unknown_code()
     now = utcnow()
     admission = Admission(id=f"{lst.id}/{ticket.id}", list_id=lst.id, ticket_id=ticket.id, staff_id=who.sub, at=now)
     if (at := await store.checkins.admit(admission)) is not None:
+        if lst.allow_reentry:
+            return await _pass(store, lst, ticket, who, "entry", attempt)
         await attempt(ticket.id, "already_checked_in")
         raise already_checked_in(at, ticket.id, ticket.holder_name, ticket.tier)
     # The ticket's first admission on any list makes it checked_in (a duplicate: not its first).
     first_any = Checkin(id=ticket.id, order_id=ticket.order_id, staff_id=who.sub, list_id=lst.id, at=now)
     await store.checkins.first_admission(first_any)
     await attempt(ticket.id, "accepted")
-    body = {
+    return ScanResult(200, _passed(lst, ticket, now, "entry"), "admitted")
+
+
+def _passed(lst: CheckinList, ticket: TicketOf, at: datetime, direction: Direction) -> dict[str, Any]:
+    """A scan's 200 answer; a re-entry list's also says which way the ticket went."""
+    body: dict[str, Any] = {
         "ticket_id": ticket.id, "event_id": ticket.event_id, "tier": ticket.tier,
-        "holder_name": ticket.holder_name, "list_id": lst.id, "checked_in_at": now.isoformat(),
+        "holder_name": ticket.holder_name, "list_id": lst.id, "checked_in_at": at.isoformat(),
     }  # fmt: skip
-    return ScanResult(200, body, "admitted")
+    return {**body, "direction": direction} if lst.allow_reentry else body
+
+
+async def _pass(
+    store: Store, lst: CheckinList, ticket: TicketOf, who: Principal, direction: Direction,
+    attempt: Callable[[str | None, Any], Awaitable[None]],
+) -> ScanResult:  # fmt: skip
+    """One move of an admitted ticket through a re-entry list's door: the
+    next numbered :class:`Passage`, if ``direction`` is where it may go from
+    its last move. A lost race (another scan made that move) is judged again
+    against the move that won."""
+    admission_id = f"{lst.id}/{ticket.id}"
+    while may_move(last := await store.checkins.last_move(admission_id), direction):
+        now = utcnow()
+        n = last + 1
+        passage = Passage(
+            id=passage_id(admission_id, n), list_id=lst.id, ticket_id=ticket.id, n=n, direction=direction,
+            staff_id=who.sub, at=now,
+        )  # fmt: skip
+        if await store.checkins.move(passage):
+            await attempt(ticket.id, "accepted" if direction == "entry" else "exited")
+            return ScanResult(
+                200, _passed(lst, ticket, now, direction), "admitted" if direction == "entry" else "exited"
+            )
+    await attempt(ticket.id, "already_checked_in" if direction == "entry" else "refused")
+    raise (already_inside if direction == "entry" else not_inside)(ticket.id, ticket.holder_name, ticket.tier)
 
 
 async def scan_once(
-    store: Store, keyring: Keyring, lst: CheckinList, code: str, who: Principal, nonce: str | None
+    store: Store,
+    keyring: Keyring,
+    lst: CheckinList,
+    code: str,
+    who: Principal,
+    nonce: str | None,
+    direction: Direction = "entry",
 ) -> ScanResult:
     """:func:`scan`, answered once per ``nonce``: the first upload of a scan
     claims the nonce (a unique insert) and keeps its answer there; another
@@ -129,16 +192,16 @@ async def scan_once(
     died) is judged again after ``NONCE_STALE_S``: the ticket cannot admit
     twice on a list, so the worst is an ``already`` where ``admitted`` was due."""
     if nonce is None:
-        return await scan(store, keyring, lst, code, who)
+        return await scan(store, keyring, lst, code, who, direction)
     key = nonce_key(who.sub, nonce)
     if await store.checkins.claim_nonce(key):
-        return await _answer(store, key, await scan(store, keyring, lst, code, who))
+        return await _answer(store, key, await scan(store, keyring, lst, code, who, direction))
     for _ in range(NONCE_WAITS):
         doc = await store.checkins.answer(key)
         if doc is not None and doc["status"]:
             return ScanResult(int(doc["status"]), dict(doc["body"]), doc.get("outcome", "already"))
         if doc is not None and (utcnow() - doc["at"]).total_seconds() > NONCE_STALE_S:
-            return await _answer(store, key, await scan(store, keyring, lst, code, who))
+            return await _answer(store, key, await scan(store, keyring, lst, code, who, direction))
         await asyncio.sleep(0.05)
     raise still_judged()
 

@@ -20,7 +20,7 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
-from ticketry.documents import PERMISSION_TICKETS, PublicOrderStatus, TicketStatus
+from ticketry.documents import PERMISSION_TICKETS, CheckinList, PublicOrderStatus, TicketStatus
 from ticketry.events import TIER_ID_PATTERN, Lane
 from ticketry.ids import PLACE_DIGITS
 
@@ -329,6 +329,7 @@ class TicketOut(BaseModel):
 class CheckinListIn(_In):
     name: Name
     tiers: list[TierId] | None = Field(default=None, max_length=MAX_TIERS)
+    allow_reentry: bool = Field(default=False, description="scans say entry or exit; a ticket may leave and come back")
 
 
 class CheckinListOut(BaseModel):
@@ -336,12 +337,29 @@ class CheckinListOut(BaseModel):
     event_id: str
     name: str
     tiers: list[str]
+    allow_reentry: bool = False
+
+    @classmethod
+    def of(cls, lst: CheckinList) -> CheckinListOut:
+        return cls(id=lst.id, event_id=lst.event_id, name=lst.name, tiers=lst.tiers, allow_reentry=lst.allow_reentry)
+
+
+class CheckinListStatusOut(BaseModel):
+    """Who is on a check-in list's side of the door: ``inside``, the tickets
+    whose last accepted scan was an entry; ``admitted``, the tickets ever admitted."""
+
+    list_id: str
+    inside: int
+    admitted: int
 
 
 class CheckinIn(_In):
     code: str = Field(min_length=1, max_length=256, pattern=r"^[\x21-\x7e]+$")
     list_id: str = Field(min_length=1, max_length=64, pattern=r"^cl_[0-9a-f]{20}$")
     nonce: str | None = Field(default=None, min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    direction: Literal["entry", "exit"] = Field(
+        default="entry", description="exit: only on a list that allows re-entry"
+    )
 
 
 class CheckinOut(BaseModel):
@@ -351,6 +369,8 @@ class CheckinOut(BaseModel):
     holder_name: str
     list_id: str
     checked_in_at: datetime
+    # On a list that allows re-entry: which way this scan let the ticket pass (``checked_in_at``: when).
+    direction: Literal["entry", "exit"] | None = None
 
 
 class CancelOut(BaseModel):

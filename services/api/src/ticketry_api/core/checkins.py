@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from ticketry_api.core.problem import Problem
 
-Outcome = Literal["admitted", "already", "wrong_list", "unknown"]
+Outcome = Literal["admitted", "already", "wrong_list", "unknown", "exited", "not_inside"]
+Direction = Literal["entry", "exit"]
 
 # How often, and after how long, another upload of a nonce looks for the first one's answer.
 NONCE_WAITS = 100
@@ -36,7 +37,9 @@ def unknown_code(detail: str = "") -> Problem:
 def refused(p: Problem) -> ScanResult:
     """A refused scan's answer, with its outcome."""
     outcome: Outcome = "wrong_list" if p.type.endswith("/wrong-list") else "unknown"
-    if p.status == 409 and outcome != "wrong_list":
+    if p.type.endswith("/not-inside"):
+        outcome = "not_inside"
+    elif p.status == 409 and outcome != "wrong_list":
         outcome = "already"
     return ScanResult(p.status, p.body(), outcome)
 
@@ -60,6 +63,46 @@ def already_checked_in(at: datetime, ticket_id: str, holder_name: str, tier: str
     return Problem(
         409, "already checked in", f"checked in at {at.isoformat()}", kind="already-checked-in",
         extra={"ticket_id": ticket_id, "checked_in_at": at.isoformat(), "holder_name": holder_name, "tier": tier},
+    )  # fmt: skip
+
+
+def may_move(last: int, direction: Direction) -> bool:
+    """Whether a ticket whose ``last`` move on a re-entry list was number
+    ``last`` (0: never admitted; odd: an entry, so inside; even: an exit) may
+    go ``direction``: in while outside, out while inside."""
+    return (last % 2 == 1) == (direction == "exit")
+
+
+def passage_id(admission_id: str, n: int) -> str:
+    """Move ``n`` of an admission (``<list>/<ticket>``): zero-padded, so the
+    ``_id``s of one ticket's moves sort in move order."""
+    return f"{admission_id}/{n:09d}"
+
+
+def inside_now(admitted: int, entries: int, exits: int) -> int:
+    """Who is inside: each ticket's moves alternate from its first entry (its
+    admission), so each ticket counts entries minus exits, 1 inside, 0 out."""
+    return admitted + entries - exits
+
+
+def no_exits(list_name: str) -> Problem:
+    return Problem(
+        409, "no exits on this list", f"{list_name!r} does not allow re-entry, so it records no exits",
+        kind="no-reentry",
+    )  # fmt: skip
+
+
+def already_inside(ticket_id: str, holder_name: str, tier: str) -> Problem:
+    return Problem(
+        409, "already inside", "this ticket's last scan on this list was an entry", kind="already",
+        extra={"ticket_id": ticket_id, "holder_name": holder_name, "tier": tier},
+    )  # fmt: skip
+
+
+def not_inside(ticket_id: str, holder_name: str, tier: str) -> Problem:
+    return Problem(
+        409, "not inside", "this ticket never entered on this list, or has already left", kind="not-inside",
+        extra={"ticket_id": ticket_id, "holder_name": holder_name, "tier": tier},
     )  # fmt: skip
 
 

@@ -28,7 +28,7 @@ async def check_in(
     the ``tier``) or ``wrong-list``; 404 for an unknown, forged or cancelled
     code. The same ``nonce`` again gets the first answer again."""
     lst = await checkins.list_for(state.store, body.list_id, who)
-    result = await checkins.scan_once(state.store, state.keyring, lst, body.code, who, body.nonce)
+    result = await checkins.scan_once(state.store, state.keyring, lst, body.code, who, body.nonce, body.direction)
     metrics.CHECKINS.labels(result.outcome).inc()
     media = "application/json" if result.status < 400 else PROBLEM
     return JSONResponse(result.body, status_code=result.status, media_type=media)

@@ -149,9 +149,9 @@ async def create_checkin_list(event_id: str, body: CheckinListIn, who: Organizer
     if unknown := sorted(set(tiers) - {t.id for t in event.tier_list()}):
         # 409, not 422: the body is well formed; it names what this event lacks.
         raise Problem(409, "unknown tier", f"this event has no tier {', '.join(unknown)}", kind="unknown-tier")
-    lst = CheckinList(id=new_id("cl"), event_id=event.id, name=body.name, tiers=tiers)
+    lst = CheckinList(id=new_id("cl"), event_id=event.id, name=body.name, tiers=tiers, allow_reentry=body.allow_reentry)
     await state.store.checkins.create_list(lst)
-    return CheckinListOut(id=lst.id, event_id=lst.event_id, name=lst.name, tiers=lst.tiers)
+    return CheckinListOut.of(lst)
 
 
 @router.get(
@@ -165,4 +165,4 @@ async def checkin_lists(event_id: str, who: DoorReader, state: State) -> Page[Ch
     if not who.may_scan_for(event.id, event.organizer_id):
         raise Problem(403, "forbidden", "this token may not check in for this event")
     found = await state.store.checkins.lists_of(event.id)
-    return Page(items=[CheckinListOut(id=c.id, event_id=c.event_id, name=c.name, tiers=c.tiers) for c in found])
+    return Page(items=[CheckinListOut.of(c) for c in found])

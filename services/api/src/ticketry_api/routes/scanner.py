@@ -18,10 +18,11 @@ from ticketry.ids import is_valid_id
 
 from ticketry_api import checkins, door_tickets
 from ticketry_api.core import cursors, door
+from ticketry_api.core.checkins import inside_now
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, rate_limited
 from ticketry_api.errors import problems
-from ticketry_api.schemas import CheckinListOut
+from ticketry_api.schemas import CheckinListOut, CheckinListStatusOut
 
 router = APIRouter(tags=["checkins"])
 # Every read here counts against the caller's ``reads`` limit (429 over it).
@@ -43,7 +44,22 @@ async def checkin_list(list_id: str, who: Door, state: State) -> CheckinListOut:
     """One check-in list: its event and the tiers it admits (all when empty)."""
     lst = await checkins.list_for(state.store, list_id, who)
     await _door_event(state, lst.event_id, who)
-    return CheckinListOut(id=lst.id, event_id=lst.event_id, name=lst.name, tiers=lst.tiers)
+    return CheckinListOut.of(lst)
+
+
+@router.get(
+    "/v1/checkin-lists/{list_id}/status",
+    response_model=CheckinListStatusOut,
+    responses=problems(401, 403, 404, 422, 429),
+)
+async def checkin_list_status(list_id: str, who: Door, state: State) -> CheckinListStatusOut:
+    """How many of the list's tickets are inside (their last accepted scan an
+    entry) and how many were ever admitted; on a list without re-entry the
+    two are the same. Counted from the list's admissions and moves."""
+    lst = await checkins.list_for(state.store, list_id, who)
+    await _door_event(state, lst.event_id, who)
+    admitted, entries, exits = await state.store.checkins.counts(lst.id)
+    return CheckinListStatusOut(list_id=lst.id, inside=inside_now(admitted, entries, exits), admitted=admitted)
 
 
 class RevocationsOut(BaseModel):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, ScanAnswer
+from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, Passage, ScanAnswer
 
 from ticketry_api.store.writer import Writer
 
@@ -44,6 +44,29 @@ class Checkins:
     async def first_admission(self, checkin: Checkin) -> None:
         """Record the ticket's first admission on any list (a later one is not its first)."""
         await self._writer.insert(Checkin.get_pymongo_collection(), [checkin.model_dump(by_alias=True)])
+
+    @staticmethod
+    async def last_move(admission_id: str) -> int:
+        """The number of an admission's last move on a re-entry list (0: not
+        admitted; 1: the admission itself; then its :class:`Passage`s)."""
+        moves = {"$gt": f"{admission_id}/", "$lt": f"{admission_id}0"}  # "0" follows "/"
+        last = await Passage.get_pymongo_collection().find_one({"_id": moves}, {"n": 1}, sort=[("_id", -1)])
+        if last is not None:
+            return int(last["n"])
+        return 1 if await Admission.get_pymongo_collection().find_one({"_id": admission_id}, {"_id": 1}) else 0
+
+    async def move(self, passage: Passage) -> bool:
+        """Insert ``passage``; False if another scan made that move first."""
+        return not await self._writer.insert(Passage.get_pymongo_collection(), [passage.model_dump(by_alias=True)])
+
+    @staticmethod
+    async def counts(list_id: str) -> tuple[int, int, int]:
+        """A list's admissions, its re-entries and its exits: three counts."""
+        admitted = await Admission.get_pymongo_collection().count_documents({"list_id": list_id})
+        passages = Passage.get_pymongo_collection()
+        entries = await passages.count_documents({"list_id": list_id, "direction": "entry"})
+        exits = await passages.count_documents({"list_id": list_id, "direction": "exit"})
+        return admitted, entries, exits
 
     async def claim_nonce(self, key: str) -> bool:
         """Claim a scan's nonce for its first upload; False if it was claimed before."""
