@@ -4,7 +4,11 @@ A code is ``TK2.<key id>.<ticket id>.<event id>.<tier id>.<Ed25519 signature>``:
 it binds the ticket to its event and tier, so a door scanner can tell a ticket of
 another event (or of a tier its list does not admit) without asking anyone.
 Codes issued before they named their event are ``TK1.<key id>.<ticket id>.<sig>``
-and keep verifying (their event is their order's). Ed25519 rather than
+and keep verifying (their event is their order's). A re-issued ticket's code is
+``TK3.<key id>.<ticket id>.<event id>.<tier id>.<version>.<sig>``: the version is
+signed, so each re-issue makes a new code while the older ones stay genuine
+(a door answers them "revoked", not "forged"); a never re-issued ticket
+(version 0) keeps its ``TK2`` code. Ed25519 rather than
 HMAC because a door scanner can then verify codes offline with only the public
 key, and a leaked scanner cannot mint tickets. The key id lets keys rotate: new
 tickets are signed with the newest key, old tickets keep verifying with theirs
@@ -29,6 +33,7 @@ from ticketry.ids import is_valid_id
 
 PREFIX = "TK1"  # ticket only (codes issued before codes were bound to an event)
 PREFIX_BOUND = "TK2"  # ticket, event and tier
+PREFIX_VERSIONED = "TK3"  # ticket, event, tier and the ticket's version (re-issued)
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
 
@@ -41,12 +46,14 @@ class Verified:
     kid: str
     event_id: str | None = None
     tier: str | None = None
+    version: int = 0  # the ticket's re-issue it was made for (0: as first issued)
 
 
 def key_id_of(code: str) -> str:
     """The key id a code names (unverified; what a ticket prints), else ''."""
     parts = code.split(".")
-    return parts[1] if len(parts) in (4, 6) and parts[0] in (PREFIX, PREFIX_BOUND) else ""
+    known = {4: PREFIX, 6: PREFIX_BOUND, 7: PREFIX_VERSIONED}
+    return parts[1] if known.get(len(parts)) == parts[0] else ""
 
 
 class InvalidCode(Exception):
@@ -111,9 +118,12 @@ class Keyring:
         self._stamp = fresh._stamp
         return True
 
-    def sign(self, ticket_id: str, event_id: str = "", tier: str = "", *, kid: str | None = None) -> str:
+    def sign(
+        self, ticket_id: str, event_id: str = "", tier: str = "", *, kid: str | None = None, version: int = 0
+    ) -> str:
         """The code of a ticket of ``event_id``'s ``tier`` (a bound ``TK2``
-        code); without an event, a ticket-only ``TK1`` code. Signed with the
+        code, or ``TK3`` from its first re-issue, ``version`` 1, on); without
+        an event, a ticket-only ``TK1`` code. Signed with the
         active key, or with ``kid``: Ed25519 is deterministic, so a ticket's
         code made again with the key it was issued under is the same string
         (KeyError once that key's private half is retired)."""
@@ -122,6 +132,8 @@ class Keyring:
             if not is_valid_id(event_id, "ev") or not _SLUG.match(tier):
                 raise ValueError("a bound code needs an event id and a tier id")
             body = f"{PREFIX_BOUND}.{kid}.{ticket_id}.{event_id}.{tier}"
+            if version:
+                body = f"{PREFIX_VERSIONED}.{kid}.{ticket_id}.{event_id}.{tier}.{version}"
         else:
             body = f"{PREFIX}.{kid}.{ticket_id}"
         return f"{body}.{_b64(self.private[kid].sign(body.encode()))}"
@@ -136,11 +148,14 @@ class Keyring:
         if len(code) > 256:
             raise InvalidCode
         parts = code.split(".")
+        version = 0
         if len(parts) == 4 and parts[0] == PREFIX:
             _, kid, ticket_id, sig = parts
             event_id, tier = None, None
-        elif len(parts) == 6 and parts[0] == PREFIX_BOUND:
-            _, kid, ticket_id, event_id, tier, sig = parts
+        elif (len(parts) == 6 and parts[0] == PREFIX_BOUND) or (len(parts) == 7 and parts[0] == PREFIX_VERSIONED):
+            kid, ticket_id, event_id, tier, sig = parts[1], parts[2], parts[3], parts[4], parts[-1]
+            if len(parts) == 7:
+                version = _version(parts[5])
             if not is_valid_id(event_id, "ev") or not _SLUG.match(tier):
                 raise InvalidCode
         else:
@@ -152,7 +167,14 @@ class Keyring:
             pub.verify(_unb64(sig), code.rpartition(".")[0].encode())
         except (InvalidSignature, binascii.Error, ValueError) as exc:
             raise InvalidCode from exc
-        return Verified(ticket_id, kid, event_id, tier)
+        return Verified(ticket_id, kid, event_id, tier, version)
+
+
+def _version(text: str) -> int:
+    """A ``TK3`` code's version: 1 to 9999 in plain digits (one spelling per code)."""
+    if not text.isascii() or not text.isdigit() or text.startswith("0") or len(text) > 4:
+        raise InvalidCode
+    return int(text)
 
 
 def load_keyring(keys_dir: Path, *, create: bool = False) -> Keyring:

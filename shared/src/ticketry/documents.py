@@ -350,7 +350,28 @@ class CheckinAttempt(Document):
         name = "checkin_attempts"
 
 
+class TicketIssue(Document):
+    """One re-issue of a ticket to a holder: ``_id`` is ``<ticket id>/<version>``
+    (version 1, 2, …), so the unique ``_id`` lets one re-issue win each version
+    however many race (FerretDB v1 applies no conditional update atomically).
+    The newest is the ticket's current holder and code; ``revoked_code`` is the
+    code it replaced (what the event's revocations list carries)."""
+
+    id: str  # type: ignore[assignment]
+    ticket_id: str
+    order_id: str
+    event_id: str
+    version: int
+    holder_name: str
+    revoked_code: str
+    by: str
+    at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = "ticket_issues"
+
+
 ALL_DOCUMENTS: list[type[Document]] = [
     Event, Order, OrderState, TicketState, Reservation, Checkin, CheckinAttempt,
-    OrderFate, CheckinList, Admission, Passage, ScanAnswer, WebhookEndpoint,
+    OrderFate, CheckinList, Admission, Passage, ScanAnswer, WebhookEndpoint, TicketIssue,
 ]  # fmt: skip

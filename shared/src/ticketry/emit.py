@@ -71,11 +71,13 @@ _COUNTS = ("total", "rendered", "failed")  # the emit script's locals of the cou
 
 # KEYS: 1 ticket-events stream, 2 order done set, 3 order progress hash, 4 source stream,
 #       5 dead-letter stream
-# ARGV: 1 group, 2 entry id to ack ('' = none), 3 ticket id, 4 counter field
-#       ('rendered' | 'failed'), 5 ttl seconds, 6 n = how many event field/value
-#       arguments follow, 7..6+n the event's, then (optional) the dead letter's
-#       field/value pairs: parked only with a fresh final event, so two renderers
-#       that both ran out of attempts on one request (a claim race) park it once
+# ARGV: 1 group, 2 entry id to ack ('' = none), 3 the done set's member (the
+#       ticket id, ``streams.done_member``), 4 counter field ('rendered' |
+#       'failed'; '' = a re-issued ticket's render, which counts nothing), 5 ttl
+#       seconds, 6 n = how many event field/value arguments follow, 7..6+n the
+#       event's, then (optional) the dead letter's field/value pairs: parked only
+#       with a fresh final event, so two renderers that both ran out of attempts
+#       on one request (a claim race) park it once
 # The progress hash's field names come from ``streams`` ($total, $cancelled, …).
 _EMIT_LUA = Template("""
 if redis.call('HEXISTS', KEYS[3], '$cancelled') == 1 then
@@ -85,7 +87,7 @@ end
 local fresh = redis.call('SADD', KEYS[2], ARGV[3])
 local ev = false
 if fresh == 1 then
-  redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
+  if ARGV[4] ~= '' then redis.call('HINCRBY', KEYS[3], ARGV[4], 1) end
   local p = redis.call('HMGET', KEYS[3], '$total', '$rendered', '$failed', '$order_id')
   local total = tonumber(p[1]) or 0
   local rendered = tonumber(p[2]) or 0
@@ -104,7 +106,7 @@ if fresh == 1 then
   if #ARGV > 6 + n then
     redis.call('XADD', KEYS[5], '*', unpack(ARGV, 7 + n, #ARGV))
   end
-  if total > 0 and rendered + failed == total and not redis.call('HGET', KEYS[3], '$completed') then
+  if ARGV[4] ~= '' and total > 0 and rendered + failed == total and not redis.call('HGET', KEYS[3], '$completed') then
     local done = redis.call('XADD', KEYS[1], '*', $completed_event)
     redis.call('HSET', KEYS[3], '$completed', done)
   end
@@ -133,8 +135,12 @@ def queue_final(
     source_stream: str = "",
     entry_id: str = "",
     dead_letter: Mapping[str, str | bytes] | None = None,
+    ticket_version: int = 0,
 ) -> None:
     """Queue one final event (and the ack of ``entry_id``) on ``pipe``.
+
+    ``ticket_version``: a re-issued ticket's render, once per version; it
+    leaves its order's counters (and completion) as they are.
 
     ``fields`` come from :func:`ticketry.events.event_fields`; their
     ``occurred_at`` is reused for ``order.completed``. ``dead_letter``: the
@@ -151,8 +157,8 @@ def queue_final(
     args = [
         streams.RENDERERS_GROUP,
         entry_id,
-        ticket_id,
-        streams.PROGRESS_RENDERED if outcome == "rendered" else streams.PROGRESS_FAILED,
+        streams.done_member(ticket_id, ticket_version),
+        "" if ticket_version else streams.PROGRESS_RENDERED if outcome == "rendered" else streams.PROGRESS_FAILED,
         str(streams.PROGRESS_TTL_S),
         str(len(fields)),
         *fields,

@@ -44,7 +44,7 @@ SCHEMA_VERSION = 1
 Lane = Literal["standard", "vip"]
 # A tier id: a short slug chosen by the organiser (``standard``, ``vip``, ``balcony``).
 TIER_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
-EventType = Literal["ticket.rendered", "ticket.failed", "order.completed", "order.cancelled"]
+EventType = Literal["ticket.rendered", "ticket.failed", "ticket.reissued", "order.completed", "order.cancelled"]
 
 
 class DecodeError(ValueError):
@@ -121,6 +121,9 @@ class RenderRequest(_Message):
     total: int = Field(ge=1)
     correlation_id: str = ""
     traceparent: str = ""
+    # The ticket's re-issue this render is for (0: its first issue). A re-issued
+    # ticket is rendered again: its PDF replaced, its order's counters untouched.
+    ticket_version: int = Field(default=0, ge=0)
 
     def to_fields(self) -> dict[str, bytes]:
         return {"v": str(self.version).encode(), "data": orjson.dumps(self.model_dump(mode="json"))}

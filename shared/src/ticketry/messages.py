@@ -167,8 +167,9 @@ RENDER_REQUEST: Final = Message(
 TICKET_EVENT: Final = Message(
     "TicketEvent",
     TicketEvent,
-    "ticket.rendered, ticket.failed, order.completed or order.cancelled (flat fields, v = major version;"
-    " id is the entry's stream id).",
+    "ticket.rendered, ticket.failed, ticket.reissued, order.completed or order.cancelled (flat fields,"
+    " v = major version; id is the entry's stream id). ticket.reissued: a re-issued ticket's new PDF is"
+    " stored (its order's counters unchanged).",
     SCHEMA_VERSION,
 )
 RENDER_DEAD_LETTER: Final = Message(
@@ -208,7 +209,8 @@ CHANNELS: Final[tuple[Channel, ...]] = (
         f"Ticket and order events. Consumer groups ``{streams.PROJECTOR_GROUP}`` (the projector) and"
         f" ``{streams.WEBHOOKS_GROUP}`` (the webhook dispatcher), ``{streams.MAIL_GROUP}`` (the mailer); read"
         " without a group by every notifier."
-        " Written by the renderer (each ticket's final event, order.completed) and the api (order.cancelled).",
+        " Written by the renderer (each ticket's final event, ticket.reissued, order.completed) and the api"
+        " (order.cancelled).",
         (TICKET_EVENT,),
         ("renderer", "api"),
         ("projector", "webhooks", "mailer", "notifier"),

@@ -221,6 +221,17 @@ class S3Store:
         except (BotoCoreError, ClientError) as exc:
             raise _unavailable(exc) from exc
 
+    async def delete_pass(self, order_id: str, ticket_id: str) -> None:
+        try:
+            key = pass_key(order_id, ticket_id)
+        except ValueError:
+            return
+        s3 = await self._s3()
+        try:
+            await s3.delete_object(Bucket=self.bucket, Key=key)
+        except (BotoCoreError, ClientError) as exc:
+            raise _unavailable(exc) from exc
+
     async def delete_order(self, order_id: str) -> None:
         try:
             prefix = order_prefix(order_id)

@@ -16,6 +16,7 @@ Names are built only from validated ids (no traversal).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -66,6 +67,11 @@ class PdfStore(Protocol):
     async def put_pass(self, order_id: str, ticket_id: str, pkpass: bytes) -> None:
         """Keep the ticket's wallet pass beside its PDF (replacing one there);
         gone with the order's PDFs (:meth:`delete_order`)."""
+        ...
+
+    async def delete_pass(self, order_id: str, ticket_id: str) -> None:
+        """Forget the ticket's kept wallet pass (its code changed: the next
+        request builds it again); nothing if there is none."""
         ...
 
     async def aclose(self) -> None: ...
@@ -177,6 +183,10 @@ class LocalStore:
 
     async def put_pass(self, order_id: str, ticket_id: str, pkpass: bytes) -> None:
         await asyncio.to_thread(write_atomic, self.root / pass_key(order_id, ticket_id), pkpass)
+
+    async def delete_pass(self, order_id: str, ticket_id: str) -> None:
+        with contextlib.suppress(ValueError, FileNotFoundError):
+            (self.root / pass_key(order_id, ticket_id)).unlink()
 
     async def delete_order(self, order_id: str) -> None:
         try:

@@ -47,7 +47,9 @@ the ``PROGRESS_*`` constants)
     ``order.cancelled`` event once there is one; a cancelled order emits no
     further ticket events. TTL ``PROGRESS_TTL_S``.
 ``ticketry:order:{id}:done`` (set of ticket ids with a final event)
-    Makes each ticket's final event exactly-once. TTL ``PROGRESS_TTL_S``.
+    Makes each ticket's final event exactly-once. TTL ``PROGRESS_TTL_S``. A
+    re-issued ticket's render is a member of its own, ``<ticket id>@<version>``
+    (``done_member``).
 ``ticketry:idem:{sha256 of user and key}`` (string: order id)
     Idempotency-Key → order, set with the render requests. TTL ``IDEMPOTENCY_TTL_S``.
     Hashed from the user and the key with a separator no user id or key can
@@ -232,6 +234,12 @@ def parse_in_flight_member(member: str) -> tuple[str, str, int, str, str | None]
     order_id, event_id, quantity, *rest = member.split(" ", 4)
     tier = rest[0] if rest else "standard"
     return order_id, event_id, int(quantity), tier, rest[1] if len(rest) > 1 else None
+
+
+def done_member(ticket_id: str, ticket_version: int = 0) -> str:
+    """A ticket's member of its order's ``done`` set: its id, or for a
+    re-issue's render ``<ticket id>@<version>`` (each version renders once)."""
+    return f"{ticket_id}@{ticket_version}" if ticket_version else ticket_id
 
 
 def order_done(order_id: str) -> str:

@@ -56,6 +56,7 @@ from ticketry_api.core.checkins import (
     unknown_code,
 )
 from ticketry_api.core.problem import Problem
+from ticketry_api.core.reissue import check_current
 from ticketry_api.readmodel import TicketOf, ticket_of
 from ticketry_api.store import Store
 
@@ -112,9 +113,15 @@ async def _admit(
         raise
     ticket = await ticket_of(store, v.ticket_id)
     # A genuine bound code names its ticket's own event and tier; anything else is no ticket.
-    if ticket is None or not binds(v.event_id, v.tier, ticket.event_id, ticket.tier):
+    # A version past the ticket's own was never signed for it: no ticket either.
+    if ticket is None or not binds(v.event_id, v.tier, ticket.event_id, ticket.tier) or v.version > ticket.version:
         await attempt(v.ticket_id, "refused")
         raise unknown_code()
+    try:
+        check_current(v.version, ticket.version, ticket.id)
+    except Problem:
+        await attempt(ticket.id, "refused")
+        raise
     try:
         check_list(lst.event_id, lst.admits(ticket.tier), lst.name, ticket.id, ticket.event_id, ticket.tier)
     except Problem:

@@ -101,6 +101,10 @@ class ApiSettings(ServingSettings):
         default=2000, ge=1, le=1_000_000, json_schema_extra={"unit": "names"},
         description="Distinct holder names (1 to 1,000,000) one order may carry, else 422",
     )  # fmt: skip
+    max_reissues: int = Field(
+        default=3, ge=0, le=100, json_schema_extra={"unit": "re-issues"},
+        description="Re-issues (0 to 100) of one ticket to another holder, else 409 (0: no re-issue)",
+    )  # fmt: skip
     name_check_budget_s: float = Field(
         default=5.0, gt=0, le=60,
         description="Seconds (0 < s <= 60) an order's names may take to check, else 503 with Retry-After",

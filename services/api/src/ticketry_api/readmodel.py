@@ -34,6 +34,7 @@ class TicketOf:
     tier: str
     cancelled: bool  # its order's: the ticket is revoked
     key_id: str | None = None  # the key its code was signed with (its order's)
+    version: int = 0  # its newest re-issue (0: as first issued); only that version's code admits
 
 
 async def ticket_of(store: Store, ticket_id: str) -> TicketOf | None:
@@ -43,13 +44,14 @@ async def ticket_of(store: Store, ticket_id: str) -> TicketOf | None:
     if (where := order_of_ticket(ticket_id)) is None:
         return None
     order_id, n = where
-    order = await store.orders.with_holders(order_id)
+    order, issue = await asyncio.gather(store.orders.with_holders(order_id), store.tickets.current_issue(ticket_id))
     # A place past the end is no ticket.
     if order is None or not is_placed(order.status) or n >= order.quantity:
         return None
     return TicketOf(
         id=ticket_id, order_id=order_id, owner_id=order.owner_id, event_id=order.event_id,
-        holder_name=order.holder_of(n), tier=order.tier, cancelled=order.status == "cancelled", key_id=order.key_id,
+        holder_name=issue.holder_name if issue else order.holder_of(n), tier=order.tier,
+        cancelled=order.status == "cancelled", key_id=order.key_id, version=issue.version if issue else 0,
     )  # fmt: skip
 
 

@@ -18,9 +18,20 @@ from ticketry_api.store import Store
 
 
 def ticket_request(
-    keyring: Keyring, event: Event, tier_id: str, order_id: str, n: int, total: int, holder: str, price: Decimal
+    keyring: Keyring,
+    event: Event,
+    tier_id: str,
+    order_id: str,
+    n: int,
+    total: int,
+    holder: str,
+    price: Decimal,
+    *,
+    kid: str | None = None,
+    version: int = 0,
 ) -> RenderRequest:
-    """The render request of the ``n``-th ticket of an order of ``tier_id``."""
+    """The render request of the ``n``-th ticket of an order of ``tier_id``
+    (re-issued: its ``version``, its code signed with its order's ``kid``)."""
     tier = event.tier(tier_id)
     tid = ticket_id(order_id, n)
     return RenderRequest(
@@ -38,10 +49,11 @@ def ticket_request(
         lane=tier.lane if tier is not None else "standard",
         price=price,
         currency=event.currency,
-        code=keyring.sign(tid, event.id, tier_id),
+        code=keyring.sign(tid, event.id, tier_id, kid=kid, version=version),
         total=total,
         correlation_id=order_id,
         traceparent=current_traceparent(),
+        ticket_version=version,
     )
 
 

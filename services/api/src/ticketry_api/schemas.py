@@ -373,6 +373,18 @@ class CheckinOut(BaseModel):
     direction: Literal["entry", "exit"] | None = None
 
 
+class ReissueIn(_In):
+    holder_name: Holder
+
+
+class ReissueOut(BaseModel):
+    """A re-issue accepted: the ticket's new version and holder (its PDF follows)."""
+
+    id: str
+    version: int
+    holder_name: str
+
+
 class CancelOut(BaseModel):
     id: str
     status: Literal["cancelled"]

@@ -128,9 +128,7 @@ class BatchPipeline:
             # A cancelled order's tickets are never rendered: acked, counted, no PDF.
             cancelled = await cancelled_orders(self.redis, list({req.order_id for _, req in decoded}))
             # Each event look's design: loaded from a peer that stored it, else built here once.
-            todo = [
-                r for _, r in decoded if r.order_id not in cancelled and r.ticket_id not in done.get(r.order_id, ())
-            ]
+            todo = [r for _, r in decoded if r.order_id not in cancelled and not _is_done(r, done)]
             if todo:
                 await designs.prepare(self.redis, self.design, todo, self.consumer)
             stored = await self._stored(todo)
@@ -186,7 +184,7 @@ class BatchPipeline:
                 attributes={"ticket.id": req.ticket_id, "order.id": req.order_id, "lane": lane},
             )  # fmt: skip
             with trace.use_span(span, end_on_exit=False):
-                if req.ticket_id in done.get(req.order_id, ()) or req.ticket_id in stored:
+                if _is_done(req, done) or req.ticket_id in stored:
                     self.outcomes.final(pipe, lane, entry_id, req, "rendered")
                     span.end()
                     continue
@@ -254,7 +252,8 @@ class BatchPipeline:
         With the store unreachable: none (each is rendered, and its put fails
         and is retried like any render error)."""
         by_order: dict[str, list[str]] = {}
-        for r in todo:
+        # A re-issued ticket's stored PDF is its old one: rendered again, never skipped.
+        for r in (r for r in todo if not r.ticket_version):
             with contextlib.suppress(ValueError):
                 pdf_key(r.order_id, r.ticket_id)
                 by_order.setdefault(r.order_id, []).append(r.ticket_id)
@@ -269,9 +268,14 @@ class BatchPipeline:
     async def _already_done(self, decoded: list[tuple[str, RenderRequest]]) -> dict[str, set[str]]:
         by_order: dict[str, list[str]] = {}
         for _, req in decoded:
-            by_order.setdefault(req.order_id, []).append(req.ticket_id)
+            by_order.setdefault(req.order_id, []).append(streams.done_member(req.ticket_id, req.ticket_version))
         out: dict[str, set[str]] = {}
         for order_id, tids in by_order.items():
             flags = await self.redis.smismember(streams.order_done(order_id), tids)
             out[order_id] = {t for t, f in zip(tids, flags, strict=True) if f}
         return out
+
+
+def _is_done(req: RenderRequest, done: dict[str, set[str]]) -> bool:
+    """Whether ``req``'s ticket (at its version) has its final event already."""
+    return streams.done_member(req.ticket_id, req.ticket_version) in done.get(req.order_id, ())

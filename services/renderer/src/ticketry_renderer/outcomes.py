@@ -84,14 +84,16 @@ class Outcomes:
         its dead letter with it when it failed for good, and the ack of its
         request; its retry bookkeeping ends here."""
         self.retries.forget(lane, entry_id)
+        reissued = outcome == "rendered" and req.ticket_version > 0
         queue_final(
             pipe,
             order_id=req.order_id,
             ticket_id=req.ticket_id,
             outcome=outcome,
+            ticket_version=req.ticket_version,
             fields=event_fields(
-                type="ticket.rendered" if outcome == "rendered" else "ticket.failed",
-                event_uuid=f"{outcome}:{req.ticket_id}",
+                type="ticket.reissued" if reissued else "ticket.rendered" if outcome == "rendered" else "ticket.failed",
+                event_uuid=f"{outcome}:{streams.done_member(req.ticket_id, req.ticket_version)}",
                 order_id=req.order_id, ticket_id=req.ticket_id, reason=reason,
                 correlation_id=req.correlation_id, traceparent=current_traceparent(),
             ),

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from ticketry_api.core.problem import Problem
 
-Outcome = Literal["admitted", "already", "wrong_list", "unknown", "exited", "not_inside"]
+Outcome = Literal["admitted", "already", "wrong_list", "unknown", "exited", "not_inside", "revoked"]
 Direction = Literal["entry", "exit"]
 
 # How often, and after how long, another upload of a nonce looks for the first one's answer.
@@ -39,6 +39,8 @@ def refused(p: Problem) -> ScanResult:
     outcome: Outcome = "wrong_list" if p.type.endswith("/wrong-list") else "unknown"
     if p.type.endswith("/not-inside"):
         outcome = "not_inside"
+    elif p.type.endswith("/revoked"):
+        outcome = "revoked"
     elif p.status == 409 and outcome != "wrong_list":
         outcome = "already"
     return ScanResult(p.status, p.body(), outcome)

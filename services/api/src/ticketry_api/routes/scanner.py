@@ -7,7 +7,7 @@ holder's name and tier, shown when the scanner is offline."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -62,23 +62,40 @@ async def checkin_list_status(list_id: str, who: Door, state: State) -> CheckinL
     return CheckinListStatusOut(list_id=lst.id, inside=inside_now(admitted, entries, exits), admitted=admitted)
 
 
+class RevokedCodeOut(BaseModel):
+    code: str
+    revoked_at: datetime
+
+
 class RevocationsOut(BaseModel):
-    """The event's cancelled orders: a ticket ``tk_<hex>_<n>`` is of order ``or_<hex>``."""
+    """The event's cancelled orders (a ticket ``tk_<hex>_<n>`` is of order
+    ``or_<hex>``) and the codes re-issues replaced (``codes``: since ``since``
+    when asked with it; pass the last answer's ``as_of``)."""
 
     event_id: str
     orders: list[str]
+    codes: list[RevokedCodeOut] = []
     as_of: datetime
 
 
 @router.get(
     "/v1/events/{event_id}/revocations", response_model=RevocationsOut, responses=problems(401, 403, 404, 422, 429)
 )
-async def revocations(event_id: str, who: Door, state: State) -> RevocationsOut:
-    """The event's cancelled orders, for scanners that judge codes offline; up
-    to ten seconds old."""
+async def revocations(
+    event_id: str, who: Door, state: State, since: Annotated[datetime | None, Query()] = None
+) -> RevocationsOut:
+    """The event's cancelled orders and the codes its tickets' re-issues
+    replaced (those since ``since``), for scanners that judge codes offline;
+    up to ten seconds old."""
     event = await _door_event(state, event_id, who)
-    orders, as_of = await state.store.revocations.of(event.id)
-    return RevocationsOut(event_id=event.id, orders=orders, as_of=as_of)
+    orders, codes, as_of = await state.store.revocations.of(event.id)
+    fresh = [RevokedCodeOut(code=c, revoked_at=at) for c, at in codes if since is None or not _before(at, since)]
+    return RevocationsOut(event_id=event.id, orders=orders, codes=fresh, as_of=as_of)
+
+
+def _before(at: datetime, since: datetime) -> bool:
+    # The store's times are UTC without a zone; a cursor without one is UTC too.
+    return at.replace(tzinfo=UTC) < (since if since.tzinfo else since.replace(tzinfo=UTC))
 
 
 class DoorTier(BaseModel):

@@ -8,18 +8,21 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from ticketry.auth import Principal
 
+from ticketry_api import reissue
 from ticketry_api.core.pkpass import MEDIA_TYPE
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State, rate_limited
 from ticketry_api.errors import problems
 from ticketry_api.pdf_answers import live_ticket_status, pdf_answer
 from ticketry_api.readmodel import TicketOf, ticket_of
-from ticketry_api.schemas import TicketOut
+from ticketry_api.schemas import ReissueIn, ReissueOut, TicketOut
 from ticketry_api.store import Store
 from ticketry_api.wallet.answers import pkpass_answer, wallet_links
 
 router = APIRouter(prefix="/v1/tickets", tags=["tickets"])
 Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer", "staff"))]
+# A re-issue counts as a cancel does: a change to an order's tickets.
+Reissuer = Annotated[Principal, Depends(rate_limited("cancels", "buyer", "organizer"))]
 
 
 async def owned_ticket(ticket_id: str, who: Principal, store: Store) -> TicketOf:
@@ -75,3 +78,15 @@ async def get_ticket_pdf(ticket_id: str, who: Reader, state: State) -> Response:
 )
 async def get_ticket_pkpass(ticket_id: str, who: Reader, state: State) -> Response:
     return await pkpass_answer(state, await owned_ticket(ticket_id, who, state.store))
+
+
+# A re-issue to another holder (docs/reissue.md): a new code and version, the
+# old code revoked, a new PDF on the fast lane. 409 on a cancelled order, after
+# check-in, past TICKETRY_MAX_REISSUES, or when another re-issue came first.
+@router.post(
+    "/{ticket_id}/reissue", status_code=202, response_model=ReissueOut, responses=problems(401, 403, 404, 409, 422, 429)
+)
+async def reissue_ticket(ticket_id: str, body: ReissueIn, who: Reissuer, state: State) -> ReissueOut:
+    t = await owned_ticket(ticket_id, who, state.store)
+    version = await reissue.reissue(state, t, body.holder_name, who)
+    return ReissueOut(id=t.id, version=version, holder_name=body.holder_name)

@@ -105,7 +105,7 @@ class Store:
         orders = Orders(writer, reads)
         return cls(
             writer, Ledger(writer, traits), reads, EventCache(), orders, Fates(writer), Checkins(writer),
-            Tickets(writer, reads), Endpoints(), Revocations(orders),
+            Tickets(writer, reads), Endpoints(), Revocations(orders, Tickets.revoked_codes),
         )  # fmt: skip
 
     @staticmethod

@@ -5,7 +5,7 @@ its unique index, only after a lost race)."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -172,23 +172,31 @@ REVOCATIONS_TTL_S = 10.0
 REVOCATIONS_EVENTS_MAX = 10_000
 
 
+# The codes a re-issue of an event's tickets replaced, each with when.
+RevokedCodes = list[tuple[str, datetime]]
+
+
 class Revocations:
-    """An event's cancelled orders as its doors ask for them (every door, every
-    minute): read from the store at most every ``ttl_s`` per event and process
-    (FerretDB v1 answers the query with a scan)."""
+    """An event's cancelled orders and the codes its tickets' re-issues
+    replaced, as its doors ask for them (every door, every minute): read
+    from the store at most every ``ttl_s`` per event and process (FerretDB v1
+    answers both queries with a scan)."""
 
-    def __init__(self, orders: Orders, ttl_s: float = REVOCATIONS_TTL_S) -> None:
-        self._orders, self.ttl_s = orders, ttl_s
-        self._read: dict[str, tuple[float, list[str], datetime]] = {}
+    def __init__(
+        self, orders: Orders, codes: Callable[[str], Awaitable[RevokedCodes]], ttl_s: float = REVOCATIONS_TTL_S
+    ) -> None:
+        self._orders, self._codes, self.ttl_s = orders, codes, ttl_s
+        self._read: dict[str, tuple[float, list[str], RevokedCodes, datetime]] = {}
 
-    async def of(self, event_id: str) -> tuple[list[str], datetime]:
-        """The ids of the event's cancelled orders, sorted, and when they were read."""
+    async def of(self, event_id: str) -> tuple[list[str], RevokedCodes, datetime]:
+        """The ids of the event's cancelled orders, sorted, the revoked codes
+        (oldest first), and when they were read."""
         hit = self._read.get(event_id)
         if hit is not None and time.monotonic() - hit[0] < self.ttl_s:
-            return hit[1], hit[2]
+            return hit[1], hit[2], hit[3]
         as_of = utcnow()
-        ids = await self._orders.cancelled_of(event_id)
+        ids, codes = await self._orders.cancelled_of(event_id), await self._codes(event_id)
         if len(self._read) >= REVOCATIONS_EVENTS_MAX:
             self._read.clear()
-        self._read[event_id] = (time.monotonic(), ids, as_of)
-        return ids, as_of
+        self._read[event_id] = (time.monotonic(), ids, codes, as_of)
+        return ids, codes, as_of

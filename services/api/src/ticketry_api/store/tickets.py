@@ -8,12 +8,18 @@ duplicate brings); read by ``_id``, or by the ids of an order's tickets
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
-from ticketry.documents import Checkin, OrderState, TicketState, TicketStatus
+from ticketry.documents import Checkin, OrderState, TicketIssue, TicketState, TicketStatus
 
 from ticketry_api.store.reads import Reads
 from ticketry_api.store.writer import Writer
+
+
+def issue_id(ticket_id: str, version: int) -> str:
+    """The ``_id`` of a ticket's re-issue to ``version``."""
+    return f"{ticket_id}/{version}"
 
 
 class Tickets:
@@ -41,6 +47,28 @@ class Tickets:
         col = TicketState.get_pymongo_collection()
         found = await self._reads.by_ids(col, ids, {"order_id": order_id}, {"status": 1})
         return {d["_id"]: d["status"] for d in found}
+
+    @staticmethod
+    async def current_issue(ticket_id: str) -> TicketIssue | None:
+        """The ticket's newest re-issue (None: never re-issued), by point reads
+        of versions 1, 2, … until one is missing: one read for most tickets,
+        and a ticket has at most ``max_reissues`` versions."""
+        current: TicketIssue | None = None
+        while (found := await TicketIssue.get(issue_id(ticket_id, current.version + 1 if current else 1))) is not None:
+            current = found
+        return current
+
+    async def reissue(self, issue: TicketIssue) -> bool:
+        """Insert ``issue``; False if another re-issue won its version first."""
+        col = TicketIssue.get_pymongo_collection()
+        return not await self._writer.insert(col, [issue.model_dump(by_alias=True)])
+
+    @staticmethod
+    async def revoked_codes(event_id: str) -> list[tuple[str, datetime]]:
+        """Each code a re-issue of the event's tickets replaced, with when (a
+        scan of the collection on FerretDB: it holds re-issues only)."""
+        found = TicketIssue.get_pymongo_collection().find({"event_id": event_id}, {"revoked_code": 1, "at": 1})
+        return sorted([(d["revoked_code"], d["at"]) async for d in found], key=lambda c: c[1])
 
     @staticmethod
     async def order_state(order_id: str) -> OrderState | None:

@@ -64,7 +64,7 @@ def wallet_ticket(t: TicketOf, event: Event, keyring: Keyring) -> WalletTicket:
     again with the key its order was issued under (the same string)."""
     tier = event.tier(t.tier)
     try:
-        code = keyring.sign(t.id, t.event_id, t.tier, kid=t.key_id)
+        code = keyring.sign(t.id, t.event_id, t.tier, kid=t.key_id, version=t.version)
     except KeyError:
         raise Problem(
             409, "wallet unavailable", "the key this ticket was issued under no longer signs", kind="wallet-unavailable"
