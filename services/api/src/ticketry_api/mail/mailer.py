@@ -112,7 +112,7 @@ class Tried:
     what: str
 
 
-def _failure(exc: Exception, timeout_s: float) -> Failure:
+def smtp_failure(exc: Exception, timeout_s: float) -> Failure:
     """What a failed SMTP try was: a 5xx is permanent, anything else is retried."""
     if isinstance(exc, aiosmtplib.SMTPRecipientsRefused) and exc.recipients:
         exc = exc.recipients[0]
@@ -121,6 +121,12 @@ def _failure(exc: Exception, timeout_s: float) -> Failure:
     if isinstance(exc, TimeoutError):
         return Failure(f"timed out after {timeout_s:g} s")
     return Failure(f"{type(exc).__name__}: {exc}"[:300])
+
+
+def next_step(attempt: int, failure: Failure, settings: MailSettings) -> Decision:
+    """After try ``attempt`` (1-based) failed: retry after the backoff, or the dead letters."""
+    s = settings
+    return decide(attempt, s.mail_max_attempts, failure, base_s=s.mail_backoff_base_s, cap_s=s.mail_backoff_cap_s)
 
 
 @dataclass
@@ -190,10 +196,7 @@ class Mailer:
             )  # fmt: skip
 
     def _failed(self, job: Job, failure: Failure) -> Tried:
-        s = self.settings
-        decision = decide(job.attempt, s.mail_max_attempts, failure, base_s=s.mail_backoff_base_s,
-                          cap_s=s.mail_backoff_cap_s)  # fmt: skip
-        return Tried(decision, describe(failure))
+        return Tried(next_step(job.attempt, failure, self.settings), describe(failure))
 
     async def attempt(self, job: Job) -> Tried:
         """One try of ``job``; what came of it."""
@@ -207,7 +210,7 @@ class Mailer:
         try:
             await self.deliver(build(mail, files), mail.to)
         except (aiosmtplib.SMTPException, OSError) as exc:  # TimeoutError is an OSError
-            return self._failed(job, _failure(exc, self.settings.mail_timeout_s))
+            return self._failed(job, smtp_failure(exc, self.settings.mail_timeout_s))
         # The marker, at once: a crash from here on must not mail the order again.
         await self.redis.set(marker, message_id(job.order_id, self.settings.mail_from), ex=streams.MAIL_SENT_TTL_S)
         return Tried(Sent(), "sent" if files is not None else "sent (link, over the attachment cap)")
