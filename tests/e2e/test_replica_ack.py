@@ -247,3 +247,51 @@ async def test_the_wait_covers_writes_made_on_other_connections(pair: RedisPair)
     finally:
         await writer.aclose()
         await waiter.aclose()
+
+
+async def test_a_rooms_permission_is_seen_only_once_a_replica_holds_it(
+    api: httpx.AsyncClient, token: TokenFactory, pair: RedisPair
+) -> None:
+    org, buyer = token("rep-org-5", "organizer"), token("rep-buyer-5", "buyer")
+    redis = connect_redis(pair.url)
+
+    async def join() -> dict[str, Any]:
+        r = await api.post(f"/v1/events/{event['id']}/queue", headers=bearer(buyer))
+        assert r.status_code == 201, r.text
+        return dict(r.json())
+
+    try:
+        with pair.frozen():
+            # Given a stalled replica, and a buyer in an open room's line
+            event = await create_event(api, org, capacity=10, waiting_room=True)
+            assert not (await join())["admitted"]
+            state = streams.room_state(event["id"])
+
+            async def ticked() -> dict[bytes, bytes] | None:
+                st: dict[bytes, bytes] = await redis.hgetall(state)
+                admitted = st.get(streams.ROOM_ADMITTED.encode(), b"0") != b"0"
+                return st if streams.ROOM_PENDING.encode() in st or admitted else None
+
+            # When the admitter admits the buyer
+            st = await eventually(ticked, "the admitter's tick that admits the buyer")
+            # Then nobody sees the permission while no replica holds it: not the buyer's
+            # poll, not the room's sockets (no update carries it), not the order gate's hash
+            assert st.get(streams.ROOM_ADMITTED.encode(), b"0") == b"0", st
+            place = await join()
+            assert not place["admitted"] and place.get("permission") is None, place
+            assert await redis.hget(streams.room_permits(event["id"]), "rep-buyer-5") is None
+            for _, fields in await redis.xrange(streams.room_updates(event["id"])):
+                assert b"rep-buyer-5" not in fields.get(streams.ROOM_PERMITS.encode(), b"{}"), fields
+        # And once the replica is back, the buyer is admitted and the permission orders
+        pair.wait_in_sync()
+
+        async def admitted() -> dict[str, Any] | None:
+            got = await join()
+            return got if got["admitted"] else None
+
+        place = await eventually(admitted, "the buyer admitted once a replica holds the permission")
+        body = {"event_id": event["id"], "quantity": 1, "holder_name": "Ada Lovelace", "tier": "standard"}
+        r = await api.post("/v1/orders", json=body, headers={**bearer(buyer), "Queue-Permission": place["permission"]})
+        assert r.status_code == 202, r.text
+    finally:
+        await redis.aclose()

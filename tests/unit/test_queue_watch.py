@@ -117,14 +117,17 @@ async def line_of(redis: Redis, n: int) -> tuple[str, list[tuple[str, str]]]:
 
 async def tick(redis: Redis, event_id: str, admitted: int, buyers: list[str]) -> None:
     """The admitter's tick that admits ``buyers`` (the next in line) at 2 a
-    second. The script is told the sale has started: the line is drawn from
-    here on (the places were made before it)."""
+    second, and announces them (as it does once a replica holds them). The
+    script is told the sale has started: the line is drawn from here on (the
+    places were made before it)."""
     expires_ms = int(time.time() * 1000) + 120_000
     got = await rooms.admit(
         redis, event_id, expected=admitted, on_sale_ms=0, rate=2.0, carry=0.0, sold_out=False,
         permits=[(b, f"permission-of-{b}", expires_ms) for b in buyers],
     )  # fmt: skip
     assert got == admitted + len(buyers)
+    if buyers:
+        assert await rooms.announce(redis, event_id) == len(buyers)
 
 
 def socket_of(event_id: str, buyer: str, queue_id: str) -> tuple[QueueSocket, Recorder]:

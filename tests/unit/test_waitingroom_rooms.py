@@ -77,8 +77,16 @@ async def test_admission_is_compare_and_set_over_the_next_buyers(redis: Redis) -
     assert await admit(0, buyers[:2], on_sale_ms=now_ms() + 60_000) == -1
     assert await admit(3, buyers[:2]) == -2
     assert await admit(0, buyers[1:3]) == -3
-    # The next two: admitted, their permissions out and on the update stream
+    # The next two: admitted, their permissions pending: nobody can see them yet
     assert await admit(0, buyers[:2]) == 2
+    assert await admit(0, buyers[2:3]) == -6  # the next tick waits for them to be announced
+    assert await redis.hget(streams.room_permits(EVENT), "b1") is None
+    pending = await join(redis, "b0")
+    assert pending.admitted == 0 and pending.permit is None
+    assert list(await redis.xrange(streams.room_updates(EVENT)) or []) == []
+    # Once announced (a replica holds them): the room's, and on the update stream, once
+    assert await rooms.announce(redis, EVENT) == 2
+    assert await rooms.announce(redis, EVENT) == -1
     assert await admit(0, buyers[2:3]) == -2  # raced
     st = await rooms.read_state(redis, EVENT, now_ms())
     assert (st.admitted, st.outstanding, st.waiting) == (2, 2, 3)
@@ -137,6 +145,7 @@ async def test_a_join_past_the_bound_makes_no_place_however_many_come_at_once(re
         permits=[("b0", "p0", exp), ("b1", "p1", exp)],
     )  # fmt: skip
     assert got == 2
+    assert await rooms.announce(redis, EVENT) == 2
 
     # When 50 new buyers join at once
     async def one(i: int) -> rooms.Joined | rooms.Full | rooms.Closed:
@@ -158,15 +167,20 @@ async def test_a_join_past_the_bound_makes_no_place_however_many_come_at_once(re
     assert await rooms.admit(
         redis, EVENT, expected=2, on_sale_ms=0, rate=5.0, carry=0.0, sold_out=False, permits=[(nxt[0], "p", exp)]
     ) == 3  # fmt: skip
+    assert await rooms.announce(redis, EVENT) == 1
     assert (await join(redis, "late", max_waiting=10)).rank == 12
 
 
 async def _admit(redis: Redis, expected: int, names: list[str], expires_ms: int) -> int:
-    """Admit ``names`` (the next in line after ``expected``), each with permission ``p-<name>``."""
-    return await rooms.admit(
+    """Admit ``names`` (the next in line after ``expected``), each with permission ``p-<name>``,
+    and announce them (as the admitter does once a replica holds them)."""
+    got = await rooms.admit(
         redis, EVENT, expected=expected, on_sale_ms=0, rate=4.0, carry=0.0, sold_out=False,
         permits=[(b, f"p-{b}", expires_ms) for b in names],
     )  # fmt: skip
+    if got > 0:
+        assert await rooms.announce(redis, EVENT) == len(names)
+    return got
 
 
 async def test_a_paused_room_admits_nobody_keeps_its_line_and_tells_its_sockets(redis: Redis) -> None:

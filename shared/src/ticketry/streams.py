@@ -367,8 +367,8 @@ def mail_sent(order_id: str) -> str:
 # ``ticketry:room:{event}:seq`` (integer) — later arrivals so far (their ``n``).
 # ``ticketry:room:{event}:ids`` (hash: buyer → queue id) — a buyer's place, again on a second join.
 # ``ticketry:queue:{queue id}`` (hash: event, buyer; ``QUEUE_*``) — a place by its id (the notifier's lookup).
-# ``ticketry:room:{event}:state`` (hash: admitted, rate, carry, on_sale_ms, sold_out, at, drawn, paused, closed;
-#     ``ROOM_*``)
+# ``ticketry:room:{event}:state`` (hash: admitted, pending, rate, carry, on_sale_ms, sold_out, at, drawn, paused,
+#     closed; ``ROOM_*``)
 #     ``admitted``: how many of the line, in score order, have been admitted (only
 #     grows; compare-and-set by the admission script); ``rate`` the current
 #     admission rate (buyers/s); ``sold_out`` 1 while nothing is left to sell;
@@ -376,6 +376,12 @@ def mail_sent(order_id: str) -> str:
 #     ``closed`` 1 once its organiser closed it for good (no join, no admission).
 # ``ticketry:room:{event}:permits`` (hash: buyer → "<permission> <expires ms>")
 #     Every permission issued, to hand it again to a buyer who asks again.
+# ``ticketry:room:{event}:pending`` (hash: buyer → "<permission> <expires ms>")
+#     An admission tick's permissions until a replica holds them
+#     (``TICKETRY_REDIS_MIN_REPLICAS``): the admitter then moves them to
+#     ``permits`` and announces them on ``updates`` in one step, and the state's
+#     ``admitted`` becomes its ``pending``. Nothing reads them before: a buyer never
+#     sees a permission that a failover could still take back.
 # ``ticketry:room:{event}:outstanding`` (sorted set: buyer, score = expires ms)
 #     Permissions issued and not yet used (expired ones are pruned each tick).
 #     An order claims its buyer's entry (ZREM: one order per permission) and puts
@@ -400,6 +406,7 @@ QUEUE_BUYER: Final = "buyer"
 # ``ticketry:room:{event}:state`` (``room_state``); the room's update entries
 # (``room_updates``) carry the same names for the same values.
 ROOM_ADMITTED: Final = "admitted"  # how many of the line were admitted
+ROOM_PENDING: Final = "pending"  # state only: ``admitted`` once the pending permissions are announced
 ROOM_RATE: Final = "rate"  # buyers admitted per second
 ROOM_CARRY: Final = "carry"  # state only: the fraction of a buyer left from the last tick
 ROOM_ON_SALE_MS: Final = "on_sale_ms"  # state only
@@ -443,6 +450,11 @@ def room_state(event_id: str) -> str:
 def room_permits(event_id: str) -> str:
     """Buyer → the permission issued to them."""
     return f"ticketry:room:{event_id}:permits"
+
+
+def room_pending(event_id: str) -> str:
+    """Buyer → a permission issued and not yet announced (not yet on a replica)."""
+    return f"ticketry:room:{event_id}:pending"
 
 
 def room_outstanding(event_id: str) -> str:

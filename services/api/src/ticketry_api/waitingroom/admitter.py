@@ -81,6 +81,11 @@ class Admitter:
             return  # the draw is not final yet; the script checks Redis's clock too
         room = self.rooms.setdefault(event_id, _Room())
         st = await rooms.read_state(self.redis, event_id, now_ms)
+        if st.pending:
+            # The last tick's permissions wait for a replica: announce them first;
+            # the next tick admits from there (the script refuses until then).
+            await self._announce(event_id)
+            return
         if st.closed:  # for good (the script refuses too)
             await rooms.stop_ticking(self.redis, event_id)
             self.rooms.pop(event_id, None)
@@ -119,20 +124,28 @@ class Admitter:
         if got < 0:
             log.info("waiting room: admission raced (%s); next tick", got, extra={"event_id": event_id})
             return
-        if permits and self.replicas is not None:
-            # A permission the new primary lacks after a failover is refused at the
-            # order (403 used): wait so the next tick admits on replicated ground.
+        announced = await self._announce(event_id) if permits else True
+        if announced and (st.waiting - len(permits) <= 0 or sold_out) and st.outstanding == 0:
+            # Everybody in line has been admitted (or told it is sold out), and
+            # no permission is out: nothing to tick until somebody joins again.
+            await rooms.stop_ticking(self.redis, event_id)
+            self.rooms.pop(event_id, None)
+
+    async def _announce(self, event_id: str) -> bool:
+        """Publish the room's pending permissions once a replica holds them
+        (False: not yet; the next tick tries again). A permission published
+        before would be one a failover can take back: the buyer would hold a
+        permission the new primary never issued, refused at the order."""
+        if self.replicas is not None:
             try:
                 await replicated(self.redis, self.replicas)
             except Problem as exc:
                 log.warning(
                     "waiting room: admissions not on a replica yet: %s", exc.detail, extra={"event_id": event_id}
                 )
-        if (st.waiting - len(permits) <= 0 or sold_out) and st.outstanding == 0:
-            # Everybody in line has been admitted (or told it is sold out), and
-            # no permission is out: nothing to tick until somebody joins again.
-            await rooms.stop_ticking(self.redis, event_id)
-            self.rooms.pop(event_id, None)
+                return False
+        await rooms.announce(self.redis, event_id)
+        return True
 
 
 def on_sale_ms_of(event: Event) -> int:

@@ -4,7 +4,9 @@ concurrency: :data:`_JOIN` gives each buyer one place (early or late by
 Redis's own clock) while fewer than the bound wait, :data:`_ADMIT` advances
 the admitted count by compare-and-set, only from ``on_sale_at`` on, only
 while the room is neither paused nor closed and only over the exact buyers
-the admitter signed permissions for; :data:`_PAUSE` pauses, resumes or closes
+the admitter signed permissions for, which stay pending until
+:data:`_ANNOUNCE` makes them the room's (once a replica holds them);
+:data:`_PAUSE` pauses, resumes or closes
 a room and tells its sockets in the same step.
 """
 
@@ -26,6 +28,7 @@ _FIELDS = {
     "rate": streams.ROOM_RATE, "carry": streams.ROOM_CARRY, "on_sale_ms": streams.ROOM_ON_SALE_MS,
     "sold_out": streams.ROOM_SOLD_OUT, "at": streams.ROOM_AT, "drawn": streams.ROOM_DRAWN,
     "paused": streams.ROOM_PAUSED, "permits": streams.ROOM_PERMITS, "closed": streams.ROOM_CLOSED,
+    "pending": streams.ROOM_PENDING,
 }  # fmt: skip
 
 # KEYS: line, seq, ids, place (of the new id), rooms, state, permits
@@ -67,36 +70,70 @@ return {qid, score, new, redis.call('ZRANK', KEYS[1], ARGV[1]), st[1] or '0', no
         redis.call('HGET', KEYS[7], ARGV[1]), drawn, st[4] or '0', closed}
 """).substitute(_FIELDS)
 
-# KEYS: line, state, permits, outstanding, updates
-# ARGV: expected admitted, on_sale ms, rate, carry, sold_out, ttl, maxlen, permits json, n, buyers…, values…, expiries…
-# → new admitted count, or -1 (not on sale by Redis's clock), -2 (admitted moved), -3 (line moved),
-#   -4 (paused), -5 (closed)
+# KEYS: line, state, pending, outstanding, updates
+# ARGV: expected admitted, on_sale ms, rate, carry, sold_out, ttl, maxlen, n, buyers…, values…, expiries…
+# → new admitted count (once announced, for a tick that admitted), or -1 (not on sale by Redis's clock),
+#   -2 (admitted moved), -3 (line moved), -4 (paused), -5 (closed), -6 (the last tick's permissions not
+#   announced yet: :data:`_ANNOUNCE` first)
+# A tick that admits nobody publishes its rate at once; one that admits keeps its
+# permissions pending (nobody reads them) until :data:`_ANNOUNCE`.
 _ADMIT = Template("""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(ARGV[2]) then return -1 end
 if redis.call('HGET', KEYS[2], '$paused') == '1' then return -4 end
 if redis.call('HGET', KEYS[2], '$closed') == '1' then return -5 end
+if redis.call('HEXISTS', KEYS[2], '$pending') == 1 then return -6 end
 local cur = tonumber(redis.call('HGET', KEYS[2], '$admitted') or '0')
 if cur ~= tonumber(ARGV[1]) then return -2 end
-local n = tonumber(ARGV[9])
+local n = tonumber(ARGV[8])
 if n > 0 then
   local got = redis.call('ZRANGE', KEYS[1], cur, cur + n - 1)
   if #got ~= n then return -3 end
   for i = 1, n do
-    if got[i] ~= ARGV[9 + i] then return -3 end
+    if got[i] ~= ARGV[8 + i] then return -3 end
   end
   for i = 1, n do
-    redis.call('HSET', KEYS[3], got[i], ARGV[9 + n + i])
-    redis.call('ZADD', KEYS[4], ARGV[9 + 2 * n + i], got[i])
+    redis.call('HSET', KEYS[3], got[i], ARGV[8 + n + i])
+    redis.call('ZADD', KEYS[4], ARGV[8 + 2 * n + i], got[i])
   end
+  redis.call('HSET', KEYS[2], '$pending', cur + n, '$rate', ARGV[3], '$carry', ARGV[4], '$sold_out', ARGV[5],
+             '$at', now, '$drawn', 1)
+else
+  redis.call('HSET', KEYS[2], '$rate', ARGV[3], '$carry', ARGV[4], '$sold_out', ARGV[5], '$at', now, '$drawn', 1)
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', '$admitted', cur, '$rate', ARGV[3], '$at', now,
+             '$sold_out', ARGV[5], '$drawn', 1, '$permits', '{}')
 end
-redis.call('HSET', KEYS[2], '$admitted', cur + n, '$rate', ARGV[3], '$carry', ARGV[4], '$sold_out', ARGV[5],
-           '$at', now, '$drawn', 1)
-redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', '$admitted', cur + n, '$rate', ARGV[3], '$at', now,
-           '$sold_out', ARGV[5], '$drawn', 1, '$permits', ARGV[8])
 for i = 1, 5 do redis.call('EXPIRE', KEYS[i], ARGV[6]) end
 return cur + n
+""").substitute(_FIELDS)
+
+# KEYS: state, pending, permits, updates; ARGV: ttl, maxlen → permissions announced, or -1 (none pending)
+# The pending permissions become the room's (the gate, a buyer's poll and a
+# socket's first message read them there) and go out on the updates stream,
+# and ``admitted`` takes the pending count: one step, after a replica holds them.
+_ANNOUNCE = Template("""
+local target = redis.call('HGET', KEYS[1], '$pending')
+if not target then return -1 end
+local flat = redis.call('HGETALL', KEYS[2])
+local body = {}
+for i = 1, #flat, 2 do
+  redis.call('HSET', KEYS[3], flat[i], flat[i + 1])
+  local sp = string.find(flat[i + 1], ' ', 1, true)
+  body[flat[i]] = {string.sub(flat[i + 1], 1, sp - 1), tonumber(string.sub(flat[i + 1], sp + 1))}
+end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], '$admitted', target)
+redis.call('HDEL', KEYS[1], '$pending')
+local st = redis.call('HMGET', KEYS[1], '$rate', '$at', '$sold_out')
+local permits = '{}'
+if #flat > 0 then permits = cjson.encode(body) end
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', '$admitted', target, '$rate', st[1] or '0',
+           '$at', st[2] or '0', '$sold_out', st[3] or '0', '$drawn', 1, '$permits', permits)
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[3], ARGV[1])
+redis.call('EXPIRE', KEYS[4], ARGV[1])
+return #flat / 2
 """).substitute(_FIELDS)
 
 # KEYS: state, line, updates, rooms
@@ -230,6 +267,7 @@ class RoomState:
     used: int  # permissions used so far
     paused: bool = False
     closed: bool = False
+    pending: bool = False  # the last tick's permissions are not announced yet
 
     @property
     def waiting(self) -> int:
@@ -243,7 +281,7 @@ async def read_state(redis: Redis, event_id: str, now_ms: int) -> RoomState:
             streams.room_state(event_id),
             [
                 streams.ROOM_ADMITTED, streams.ROOM_RATE, streams.ROOM_CARRY, streams.ROOM_SOLD_OUT,
-                streams.ROOM_PAUSED, streams.ROOM_CLOSED,
+                streams.ROOM_PAUSED, streams.ROOM_CLOSED, streams.ROOM_PENDING,
             ],
         )  # fmt: skip
         pipe.zcard(streams.room_line(event_id))
@@ -251,11 +289,11 @@ async def read_state(redis: Redis, event_id: str, now_ms: int) -> RoomState:
         pipe.zcard(streams.room_outstanding(event_id))
         pipe.get(streams.room_used(event_id))
         st, line, _, outstanding, used = await pipe.execute()
-    admitted, rate, carry, sold_out, paused, closed = (as_text(v) if v is not None else None for v in st)
+    admitted, rate, carry, sold_out, paused, closed, pending = (as_text(v) if v is not None else None for v in st)
     return RoomState(
         admitted=int(admitted or 0), rate=float(rate or 0), carry=float(carry or 0), sold_out=sold_out == "1",
         line=int(line), outstanding=int(outstanding), used=int(used or 0), paused=paused == "1",
-        closed=closed == "1",
+        closed=closed == "1", pending=pending is not None,
     )  # fmt: skip
 
 
@@ -279,19 +317,29 @@ async def admit(
     sold_out: bool,
     permits: Sequence[tuple[str, str, int]],  # (buyer, permission, expires ms)
 ) -> int:
-    """Admit ``permits``' buyers (the next in line) and publish the tick; the
-    new admitted count, or a negative refusal (see :data:`_ADMIT`)."""
+    """Admit ``permits``' buyers (the next in line), their permissions pending
+    until :func:`announce`; the admitted count it leads to, or a negative
+    refusal (see :data:`_ADMIT`)."""
     keys = [
-        streams.room_line(event_id), streams.room_state(event_id), streams.room_permits(event_id),
+        streams.room_line(event_id), streams.room_state(event_id), streams.room_pending(event_id),
         streams.room_outstanding(event_id), streams.room_updates(event_id),
     ]  # fmt: skip
-    body = orjson.dumps({b: [p, e] for b, p, e in permits}).decode()
     args: list[str | int] = [
         expected, on_sale_ms, f"{rate:.3f}", f"{carry:.4f}", int(sold_out), streams.ROOM_TTL_S,
-        streams.ROOM_UPDATES_MAXLEN, body, len(permits),
+        streams.ROOM_UPDATES_MAXLEN, len(permits),
         *(b for b, _, _ in permits), *(f"{p} {e}" for _, p, e in permits), *(e for _, _, e in permits),
     ]  # fmt: skip
     return int(await redis.register_script(_ADMIT)(keys, args))
+
+
+async def announce(redis: Redis, event_id: str) -> int:
+    """Make the pending permissions the room's and publish them (call once a
+    replica holds them); how many, or -1 when none were pending."""
+    keys = [
+        streams.room_state(event_id), streams.room_pending(event_id), streams.room_permits(event_id),
+        streams.room_updates(event_id),
+    ]  # fmt: skip
+    return int(await redis.register_script(_ANNOUNCE)(keys, [streams.ROOM_TTL_S, streams.ROOM_UPDATES_MAXLEN]))
 
 
 @dataclass(frozen=True)
