@@ -11,6 +11,10 @@
 // that another door admitted meanwhile comes back 409 and is shown once, as a
 // conflict.
 //
+// On a list that allows re-entry a switch says whether the door lets guests
+// in or out; each scan carries that direction (queued offline scans too). The
+// server decides who is inside: offline, such a scan is queued as it is.
+//
 // To name the guest offline, the device keeps the list's tickets (holder,
 // tier, status; GET /v1/checkin-lists/{id}/tickets, every page) in IndexedDB,
 // downloaded when a list is picked and when the network is back. Holder names
@@ -132,7 +136,30 @@
   }
 
   // --- showing an answer ------------------------------------------------------
-  const VERDICT = { admitted: "Admitted", already: "Already checked in", wrong_list: "Wrong list", unknown: "Unknown code" };
+  const VERDICT = {
+    admitted: "Admitted", already: "Already checked in", wrong_list: "Wrong list", unknown: "Unknown code",
+    exited: "Left", not_inside: "Not inside",
+  };
+
+  // --- entry or exit (lists that allow re-entry) -------------------------------
+  function reentry() {
+    return Boolean(cache && cache.list && cache.list.allow_reentry);
+  }
+
+  function direction() {
+    const exit = document.querySelector('input[name="direction"][value="exit"]');
+    return reentry() && exit.checked ? "exit" : "entry";
+  }
+
+  // A scan's body, with its direction where it has one (none on a list without re-entry).
+  function directed(body, dir) {
+    return dir ? { ...body, direction: dir } : body;
+  }
+
+  function showDirection() {
+    $("direction").hidden = !reentry();
+    document.querySelector('[data-testid="scan-submit"]').textContent = direction() === "exit" ? "Check out" : "Check in";
+  }
 
   // An answer: its verdict, the guest's name and the ticket's tier (by id), and a detail.
   function show(outcome, holder, detail, tier) {
@@ -244,12 +271,13 @@
     const code = (raw || "").trim();
     if (!code || !listId) return;
     busy = true;
+    const dir = reentry() ? direction() : null;
     try {
       const nonce = newNonce();
       if (online()) {
         let r = null;
         try {
-          r = await api("/v1/checkins", { method: "POST", body: JSON.stringify({ code, list_id: listId, nonce }) });
+          r = await api("/v1/checkins", { method: "POST", body: JSON.stringify(directed({ code, list_id: listId, nonce }, dir)) });
         } catch (e) {
           r = null; // no network after all, or no answer in time
         }
@@ -262,7 +290,7 @@
           return;
         }
       }
-      await scanOffline(code, nonce);
+      await scanOffline(code, nonce, dir);
     } finally {
       busy = false;
       showNetwork();
@@ -272,9 +300,13 @@
   async function answered(r, code) {
     let body = {};
     try { body = await r.json(); } catch (e) { body = {}; }
-    if (r.status === 200) {
+    if (r.status === 200 && body.direction === "exit") {
+      show("exited", body.holder_name, "", body.tier);
+    } else if (r.status === 200) {
       rememberAdmitted(body.ticket_id);
       show("admitted", body.holder_name, "", body.tier);
+    } else if (r.status === 409 && String(body.type || "").endsWith("/not-inside")) {
+      show("not_inside", body.holder_name, body.detail || "", body.tier);
     } else if (r.status === 409 && String(body.type || "").endsWith("/wrong-list")) {
       show("wrong_list", "", body.detail || "", body.tier);
     } else if (r.status === 409 && body.checked_in_at) {
@@ -291,7 +323,7 @@
     }
   }
 
-  async function scanOffline(code, nonce) {
+  async function scanOffline(code, nonce, dir) {
     const judged = await judge(code);
     const note = "Offline: judged on this device; it uploads when the network is back.";
     if (judged.outcome !== "admitted") {
@@ -301,6 +333,15 @@
     const known = await keptTicket(judged.ticket);
     if (known && known.status === "cancelled") {
       show("unknown", known.holder, "Cancelled (as of this device's last download).");
+      return;
+    }
+    if (reentry()) {
+      // Who is inside is the server's to say: the scan is queued as it is, its direction with it.
+      const queue = load(K.queue, []);
+      queue.push({ code, list_id: listId, nonce, direction: dir, ticket: judged.ticket, tier: judged.tier, at: new Date().toISOString() });
+      save(K.queue, queue);
+      show(dir === "exit" ? "exited" : "admitted", known ? known.holder : "Name unknown", note, judged.tier);
+      showQueue();
       return;
     }
     if (admittedHere().has(judged.ticket)) {
@@ -374,7 +415,7 @@
         let r;
         try {
           r = await api("/v1/checkins", {
-            method: "POST", body: JSON.stringify({ code: item.code, list_id: item.list_id, nonce: item.nonce }),
+            method: "POST", body: JSON.stringify(directed({ code: item.code, list_id: item.list_id, nonce: item.nonce }, item.direction)),
           });
         } catch (e) {
           break; // still offline: next time
@@ -383,7 +424,9 @@
         let body = {};
         try { body = await r.json(); } catch (e) { body = {}; }
         const who = body.holder_name ? item.ticket + " (" + body.holder_name + ")" : item.ticket;
-        if (r.status === 409 && String(body.type || "").endsWith("/wrong-list")) {
+        if (r.status === 409 && String(body.type || "").endsWith("/not-inside")) {
+          conflict(item, "not_inside", "Ticket " + who + " was let out offline, but it was not inside.");
+        } else if (r.status === 409 && String(body.type || "").endsWith("/wrong-list")) {
           conflict(item, "wrong_list", "Ticket " + who + " was let in offline, but it is not for this list.");
         } else if (r.status === 409) {
           const when = body.checked_in_at ? " at " + timeOf(body.checked_in_at) : "";
@@ -430,6 +473,7 @@
       keyObjects.clear();
       save(K.cache(listId), cache);
       $("list-name").textContent = list.name;
+      showDirection();
       return true;
     } catch (e) {
       return false;
@@ -723,6 +767,7 @@
     }
     cache = load(K.cache(listId), null);
     if (cache && cache.list) $("list-name").textContent = cache.list.name;
+    showDirection();
     $("setup").hidden = true;
     $("scanner").hidden = false;
     showNetwork();
@@ -747,6 +792,7 @@
     input.focus();
   });
   $("camera-toggle").addEventListener("click", startCamera);
+  $("direction").addEventListener("change", showDirection);
   $("setup-form").addEventListener("submit", loadLists);
   $("change-list").addEventListener("click", () => {
     store.removeItem(K.list);
