@@ -15,7 +15,9 @@ connections that never back off, at the api and through HAProxy, ~2.5 min)
 and the cost of waiting for a Redis replica (``bench/replica_wait.py``: orders
 at 50/s with ``TICKETRY_REDIS_MIN_REPLICAS`` 0 and 1, ~3 min), each on its own
 stack, and several hosts (``bench/ha.py``: ``just up --ha``'s topology, one api
-direct vs two behind HAProxy, the Redis primary SIGKILLed 5 times, ~3 min).
+direct vs two behind HAProxy, the Redis primary SIGKILLed 5 times, ~3 min),
+and wallet passes with emails on vs off (``bench/wallet_mail.py``: 200-ticket
+orders, passes fetched and mails in mailpit, ~2 min).
 The rush, the crowd, the flood and the failovers add a verdict row each; a
 scenario that fails or misses its verdict is named at the end.
 """
@@ -36,7 +38,19 @@ from typing import Any
 
 from ticketry_devstack.procs import start_stack
 
-from bench import baselines, burst, crowd, flood, ha, intl_orders, replica_wait, rush, scaler_curve, scenarios
+from bench import (
+    baselines,
+    burst,
+    crowd,
+    flood,
+    ha,
+    intl_orders,
+    replica_wait,
+    rush,
+    scaler_curve,
+    scenarios,
+    wallet_mail,
+)
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -74,6 +88,7 @@ class Measured:
     flood_rows: list[Row] = field(default_factory=list)
     replica_rows: list[Row] = field(default_factory=list)
     ha_rows: list[Row] = field(default_factory=list)
+    wallet_mail_rows: list[Row] = field(default_factory=list)
     intl: dict[str, Any] | None = None
 
 
@@ -117,6 +132,9 @@ def _parse_args() -> argparse.Namespace:
     )
     ap.add_argument(
         "--no-ha", action="store_true", help="skip bench/ha.py, 2 apis behind HAProxy and Redis failovers (~3 min)"
+    )
+    ap.add_argument(
+        "--no-wallet-mail", action="store_true", help="skip bench/wallet_mail.py, passes and emails on vs off (~2 min)"
     )
     ap.add_argument("--post-seconds", type=float, default=10.0)
     return ap.parse_args()
@@ -247,6 +265,15 @@ def _on_own_stacks(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -
                 out.setdefault("errors", []).append("ha: a failover missed its 15 s (its row says why)")
         except Exception as exc:
             out.setdefault("errors", []).append(f"ha: {type(exc).__name__}: {exc}"[:300])
+    if not (args.quick or args.no_wallet_mail):
+        print("wallet passes and emails: on vs off, 200-ticket orders (bench/wallet_mail.py) …", flush=True)
+        try:
+            got = wallet_mail.run()
+            out["wallet_mail"], m.wallet_mail_rows = got, wallet_mail.table(got)
+            if not got["ok"]:
+                out.setdefault("errors", []).append("wallet_mail: passes and emails halve throughput (its row)")
+        except Exception as exc:
+            out.setdefault("errors", []).append(f"wallet_mail: {type(exc).__name__}: {exc}"[:300])
 
 
 def _rows(m: Measured) -> list[Row]:
@@ -302,6 +329,7 @@ def _rows(m: Measured) -> list[Row]:
         *m.flood_rows,
         *m.replica_rows,
         *m.ha_rows,
+        *m.wallet_mail_rows,
     ]  # fmt: skip
 
 
