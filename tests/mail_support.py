@@ -40,3 +40,13 @@ def received(out: Path) -> list[EmailMessage]:
 def to(out: Path, address: str) -> list[EmailMessage]:
     """The messages the sink accepted for ``address``."""
     return [m for m in received(out) if m["To"] == address]
+
+
+def parts(msg: EmailMessage) -> dict[str, list[EmailMessage]]:
+    """A message's leaf parts by content type (``text/plain``, ``application/pdf``, …)."""
+    out: dict[str, list[EmailMessage]] = {}
+    for p in msg.walk():
+        if not p.is_multipart():
+            assert isinstance(p, EmailMessage)
+            out.setdefault(p.get_content_type(), []).append(p)
+    return out

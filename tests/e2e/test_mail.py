@@ -22,7 +22,7 @@ from ticketry_devstack.procs import Stack, tool
 from tests.chaos.support import redis_of
 from tests.conftest import TokenFactory, stack_of_its_own
 from tests.helpers import bearer, codes_of, create_event, decode_qr, eventually, place_order, serving
-from tests.mail_support import mail_env, sink_proc, to
+from tests.mail_support import mail_env, parts, sink_proc, to
 
 
 def address(kind: str = "ada") -> str:
@@ -55,15 +55,6 @@ async def mailed(stack: Stack, inbox: Path, order: dict[str, Any], email: str) -
 
 async def _async(value: Any) -> Any:
     return value
-
-
-def parts(msg: EmailMessage) -> dict[str, list[EmailMessage]]:
-    out: dict[str, list[EmailMessage]] = {}
-    for p in msg.walk():
-        if not p.is_multipart():
-            assert isinstance(p, EmailMessage)
-            out.setdefault(p.get_content_type(), []).append(p)
-    return out
 
 
 async def test_a_completed_order_is_mailed_once_with_its_tickets_in_one_pdf(

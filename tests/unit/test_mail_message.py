@@ -12,6 +12,8 @@ from email.message import EmailMessage
 import pytest
 from ticketry_api.mail.message import Attachments, OrderMail, build, fits, message_id, venue_time
 
+from tests.mail_support import parts
+
 MAIL = OrderMail(
     order_id="ord_0123456789abcdef", to="ada@example.com", sender="tickets@shop.example", event_name="Night <Live>",
     venue="Loopback Arena", timezone="Europe/Berlin", starts_at=datetime(2027, 6, 1, 19, 30, tzinfo=UTC),
@@ -25,15 +27,6 @@ def sent(m: OrderMail, files: Attachments | None) -> EmailMessage:
     msg = email.message_from_bytes(build(m, files).as_bytes(), policy=email.policy.default)
     assert isinstance(msg, EmailMessage)
     return msg
-
-
-def leaves(msg: EmailMessage) -> dict[str, list[EmailMessage]]:
-    out: dict[str, list[EmailMessage]] = {}
-    for p in msg.walk():
-        if not p.is_multipart():
-            assert isinstance(p, EmailMessage)
-            out.setdefault(p.get_content_type(), []).append(p)
-    return out
 
 
 @pytest.mark.parametrize(
@@ -55,7 +48,7 @@ def test_a_mail_has_a_text_and_an_html_part_saying_the_same_in_venue_time() -> N
     msg = sent(m, FILES)
     assert msg["To"] == "ada@example.com" and msg["From"] == "tickets@shop.example"
     assert msg["Subject"] == "Your tickets: Night <Live>"
-    got = leaves(msg)
+    got = parts(msg)
     (text,), (page,) = got["text/plain"], got["text/html"]
     body = text.get_content()
     assert "Your 2 tickets for Night <Live> (order ord_0123456789abcdef, in the name of Ada & Bob)." in body
@@ -70,7 +63,7 @@ def test_a_mail_has_a_text_and_an_html_part_saying_the_same_in_venue_time() -> N
 
 
 def test_no_doors_line_without_a_doors_time() -> None:
-    assert "Doors:" not in leaves(sent(MAIL, FILES))["text/plain"][0].get_content()
+    assert "Doors:" not in parts(sent(MAIL, FILES))["text/plain"][0].get_content()
 
 
 def test_the_message_id_is_the_same_for_every_try_of_an_order_and_differs_between_orders() -> None:
@@ -81,7 +74,7 @@ def test_the_message_id_is_the_same_for_every_try_of_an_order_and_differs_betwee
 
 
 def test_attachments_are_the_tickets_pdf_and_each_wallet_pass() -> None:
-    got = leaves(sent(MAIL, FILES))
+    got = parts(sent(MAIL, FILES))
     (pdf,) = got["application/pdf"]
     assert pdf.get_filename() == "ord_0123456789abcdef.pdf" and pdf.get_content() == FILES.pdf
     passes = {p.get_filename(): p.get_content() for p in got["application/vnd.apple.pkpass"]}
@@ -90,7 +83,7 @@ def test_attachments_are_the_tickets_pdf_and_each_wallet_pass() -> None:
 
 
 def test_without_attachments_the_mail_links_the_buyers_page() -> None:
-    got = leaves(sent(MAIL, None))
+    got = parts(sent(MAIL, None))
     assert set(got) == {"text/plain", "text/html"}
     text = got["text/plain"][0].get_content()
     assert "too large to attach" in text and MAIL.page_url in text
