@@ -17,9 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from playwright.async_api import expect
-from ticketry.auth import issue_token
 from ticketry.codes import load_keyring
-from ticketry.settings import DEV_JWT_SECRET
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory
@@ -27,10 +25,6 @@ from tests.e2e.pages_support import browser
 from tests.helpers import bearer, checkin_list, codes_of, create_event, place_order, scan
 
 pytestmark = pytest.mark.e2e
-
-
-def staff_token(sub: str, events: list[str]) -> str:
-    return issue_token(sub, "staff", key=DEV_JWT_SECRET, events=events)
 
 
 async def reentry_list(api: httpx.AsyncClient, org: str, event_id: str, name: str = "Festival gate") -> str:
@@ -56,7 +50,7 @@ async def test_a_ticket_goes_out_and_comes_back_in_and_the_door_counts_it(
     gate, plain = await reentry_list(api, org, event["id"]), await checkin_list(api, org, event["id"])
     order = (await place_order(api, buyer, event["id"], 2)).json()
     code, other = await codes_of(api, order, buyer)
-    staff = staff_token("reentry-door-1", [event["id"]])
+    staff = token("reentry-door-1", "staff", events=[event["id"]])
 
     # An exit of a ticket that never entered is refused
     never = await scan(api, staff, code, gate, direction="exit")
@@ -86,7 +80,7 @@ async def test_a_ticket_goes_out_and_comes_back_in_and_the_door_counts_it(
     assert out.status_code == 409 and out.json()["type"].endswith("/no-reentry"), out.text
     assert await status(api, plain, staff) == {"list_id": plain, "inside": 2, "admitted": 2}
     # Staff of another event may not read the gate's count
-    stranger = staff_token("reentry-door-x", ["ev_" + "0" * 20])
+    stranger = token("reentry-door-x", "staff", events=["ev_" + "0" * 20])
     assert (await api.get(f"/v1/checkin-lists/{gate}/status", headers=bearer(stranger))).status_code == 403
 
 
@@ -97,7 +91,7 @@ async def test_an_offline_upload_with_a_direction_gets_its_first_answer_again(
     event = await create_event(api, org, capacity=20)
     gate = await reentry_list(api, org, event["id"])
     [code] = await codes_of(api, (await place_order(api, buyer, event["id"], 1)).json(), buyer)
-    staff = staff_token("reentry-door-2", [event["id"]])
+    staff = token("reentry-door-2", "staff", events=[event["id"]])
     assert (await scan(api, staff, code, gate)).status_code == 200
     # An offline scanner's exit is uploaded, and uploaded again (the same nonce)
     first = await scan(api, staff, code, gate, direction="exit", nonce="gate-exit-0001")
@@ -122,7 +116,7 @@ async def test_two_hundred_concurrent_scans_of_a_hundred_tickets_leave_the_count
     assert len(order["tickets"]) == 100, order
     ring = load_keyring(Path(stack.env["TICKETRY_KEYS_DIR"]))
     codes = [ring.sign(t, event["id"], "standard") for t in order["tickets"]]
-    staff = staff_token("reentry-door-3", [event["id"]])
+    staff = token("reentry-door-3", "staff", events=[event["id"]])
     # Half the tickets are inside before the rush
     inside_before = set(range(50, 100))
     for i in sorted(inside_before):
@@ -160,7 +154,7 @@ async def test_the_scanner_offers_entry_and_exit_only_where_the_list_allows_reen
     org = token("reentry-org-4", "organizer")
     event = await create_event(api, org, capacity=10)
     gate, plain = await reentry_list(api, org, event["id"]), await checkin_list(api, org, event["id"])
-    staff = staff_token("reentry-door-4", [event["id"]])
+    staff = token("reentry-door-4", "staff", events=[event["id"]])
     async with browser(tmp_path / "profile") as context:
         page = await context.new_page()
         await page.goto(f"{stack.api_url}/scan#token={staff}&list={gate}")
