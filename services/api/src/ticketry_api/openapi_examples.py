@@ -83,6 +83,7 @@ EXAMPLES: dict[str, Any] = {
     "CheckinListIn": {"name": "Main entrance", "tiers": ["standard"]},
     "CheckinListOut": _LIST_OUT,
     "Page_CheckinListOut_": {"items": [_LIST_OUT], "next": None},
+    "CheckinListStatusOut": {"list_id": LIST, "inside": 812, "admitted": 1040},
     "CheckinIn": {
         "code": f"TK2.k2027a.{TICKETS[0]}.{EVENT}.standard.c2lnbmF0dXJlIG9mIHRoZSBjb2Rl", "list_id": LIST,
         "nonce": "scan-0001-a",
