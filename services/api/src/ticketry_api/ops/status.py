@@ -168,6 +168,11 @@ async def added(redis: Redis, name: str) -> int:
     return int(info.get("entries-added", 0))
 
 
+async def newest_id(redis: Redis, name: str) -> str | None:
+    found = entries_of(await redis.xrevrange(name, count=1))
+    return as_text(found[0][0]) if found else None
+
+
 async def console(redis: Redis) -> dict[str, Any]:
     """``collect`` and what only the console shows (see the module's doc):
     ``counters`` are totals that only grow while the stack runs; the feed
@@ -182,4 +187,11 @@ async def console(redis: Redis) -> dict[str, Any]:
         "tickets_rendered": sum(r["rendered"] for r in s["renderers"]),
     }
     s["heartbeat_ttl_s"] = streams.HEARTBEAT_TTL_S
+    # The newest entry of each list the console loads apart: a changed one tells it to reload
+    # (a count alone misses one letter re-driven and another arriving between two polls).
+    s["newest"] = {
+        name: await newest_id(redis, stream)
+        for name, stream in (("render", streams.DEAD_LETTERS), ("webhooks", streams.WEBHOOK_DEAD),
+                             ("audit", streams.OPS_AUDIT))
+    }  # fmt: skip
     return s

@@ -180,11 +180,13 @@
   function onSnapshot(s) {
     if (s.error) { live("lost", "stale"); notice(s.error); return; }
     live("live", "live");
-    showStreams(s);
-    showRenderers(s);
-    showThroughput(s);
-    const count = s.dead_letters.render + "/" + s.dead_letters.webhooks;
+    $("live").dataset.snapshots = Number($("live").dataset.snapshots || 0) + 1;
+    const count = JSON.stringify([s.dead_letters, s.newest]);
     if (count !== deadSeen) { deadSeen = count; loadDead(); }
+    // One panel that cannot draw a snapshot leaves the others (and the feed) going.
+    for (const show of [showStreams, showRenderers, showThroughput]) {
+      try { show(s); } catch (e) { console.error("ops: " + show.name + ": " + e); }
+    }
   }
 
   async function follow() {
