@@ -31,6 +31,7 @@ import httpx
 import orjson
 from redis.asyncio import Redis
 from ticketry import streams
+from ticketry.consumer import CLAIM_INTERVAL_S, Claimer
 from ticketry.db import ensure_group, entries_of
 from ticketry.events import DecodeError
 from ticketry.replies import Entry, as_text
@@ -56,7 +57,6 @@ from ticketry_api.webhooks.models import Delivery
 log = logging.getLogger(__name__)
 
 USER_AGENT = "Ticketry-Webhooks/1"
-CLAIM_INTERVAL_S = 5.0
 READ_BLOCK_MS = 500  # also how late a due retry can be moved back
 MOVE_BATCH = 100
 
@@ -204,11 +204,11 @@ class Sender:
         return moved
 
     async def _claim(self, count: int) -> list[Entry]:
-        resp: Any = await self.redis.xautoclaim(
-            streams.WEBHOOK_DELIVERIES, streams.WEBHOOK_SENDERS_GROUP, self.consumer,
-            self.settings.claim_idle_ms, "0-0", count=count,
-        )  # fmt: skip
-        return [(e, f) for e, f in resp[1] if f]
+        """Deliveries a dead sender held (the shared claimer: trimmed ones are acked)."""
+        return await Claimer(
+            self.redis, streams.WEBHOOK_DELIVERIES, streams.WEBHOOK_SENDERS_GROUP, self.consumer,
+            self.settings.claim_idle_ms, count,
+        ).abandoned()  # fmt: skip
 
     async def _handle_logged(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
         try:
