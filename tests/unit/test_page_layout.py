@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 from ticketry_api.web.assets import LAYOUT, in_layout, load_assets
 
-PAGES = {"order.html": "Your tickets", "queue.html": "Waiting room", "scan.html": "Door scanner"}
+PAGES = {
+    "order.html": "Your tickets", "queue.html": "Waiting room", "scan.html": "Door scanner",
+    "ops.html": "Operator's console",
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(("name", "title"), PAGES.items())
