@@ -119,6 +119,7 @@
       already: [[520, 0, 0.12], [520, 0.18, 0.12]],
       wrong_list: [[220, 0, 0.45]],
       unknown: [[180, 0, 0.45]],
+      revoked: [[180, 0, 0.2], [180, 0.25, 0.2]],
     }[outcome] || [];
     const now = audio.currentTime;
     for (const [freq, at, len] of tones) {
@@ -137,7 +138,7 @@
 
   // --- showing an answer ------------------------------------------------------
   const VERDICT = {
-    admitted: "Admitted", already: "Already checked in", wrong_list: "Wrong list", unknown: "Unknown code",
+    admitted: "Admitted", already: "Already checked in", wrong_list: "Wrong list", unknown: "Unknown code", revoked: "Revoked code",
     exited: "Left", not_inside: "Not inside",
   };
 
@@ -218,8 +219,11 @@
     if (parts[0] === "TK1" && parts.length === 4) {
       return { outcome: "unknown", detail: "An older code (no event in it): it can only be checked online." };
     }
-    if (parts[0] !== "TK2" || parts.length !== 6) return { outcome: "unknown" };
-    const [, kid, ticket, event, tier, sig] = parts;
+    // TK3: a re-issued ticket's code, its version signed too.
+    const bound = (parts[0] === "TK2" && parts.length === 6) || (parts[0] === "TK3" && parts.length === 7);
+    if (!bound) return { outcome: "unknown" };
+    const [, kid, ticket, event, tier] = parts;
+    const sig = parts[parts.length - 1];
     if (!/^tk_[0-9a-f]{20}_[0-9]{5}$/.test(ticket) || !/^ev_[0-9a-f]{20}$/.test(event)) return { outcome: "unknown" };
     if (!cache || !cache.list) return { outcome: "unknown", detail: "This device has no keys yet: it must be online once." };
     let genuine = false;
@@ -234,6 +238,9 @@
     }
     if (!genuine) return { outcome: "unknown", detail: "Not a genuine ticket code." };
     if ((cache.revoked || []).includes("or_" + ticket.slice(3, 23))) return { outcome: "unknown", detail: "Cancelled." };
+    if ((cache.codes || []).includes(code)) {
+      return { outcome: "revoked", ticket, event, tier, detail: "This code was replaced: the ticket was re-issued." };
+    }
     const list = cache.list;
     if (event !== list.event_id || (list.tiers.length && !list.tiers.includes(tier))) {
       return { outcome: "wrong_list", ticket, event, tier, detail: "Not for " + list.name + "." };
@@ -309,6 +316,8 @@
       show("not_inside", body.holder_name, body.detail || "", body.tier);
     } else if (r.status === 409 && String(body.type || "").endsWith("/wrong-list")) {
       show("wrong_list", "", body.detail || "", body.tier);
+    } else if (r.status === 409 && String(body.type || "").endsWith("/revoked")) {
+      show("revoked", "", "This code was replaced: the ticket was re-issued.");
     } else if (r.status === 409 && body.checked_in_at) {
       rememberAdmitted(body.ticket_id);
       show("already", body.holder_name, "First checked in at " + timeOf(body.checked_in_at) + ".", body.tier);
@@ -428,6 +437,8 @@
           conflict(item, "not_inside", "Ticket " + who + " was let out offline, but it was not inside.");
         } else if (r.status === 409 && String(body.type || "").endsWith("/wrong-list")) {
           conflict(item, "wrong_list", "Ticket " + who + " was let in offline, but it is not for this list.");
+        } else if (r.status === 409 && String(body.type || "").endsWith("/revoked")) {
+          conflict(item, "revoked", "Ticket " + who + " was let in offline with a code its re-issue had replaced.");
         } else if (r.status === 409) {
           const when = body.checked_in_at ? " at " + timeOf(body.checked_in_at) : "";
           conflict(item, "already", "Ticket " + who + " was let in offline here, but another door had checked it in" + when + ".");
@@ -462,14 +473,18 @@
       }
       if (!lr.ok) return false;
       const list = await lr.json();
+      // Revoked codes only grow: ask for those since the last answer and keep the union.
+      const prev = cache && cache.list && cache.list.event_id === list.event_id && cache.codesAsOf ? cache : null;
+      const since = prev ? "?since=" + encodeURIComponent(prev.codesAsOf) : "";
       const [kr, rr] = await Promise.all([
         api("/v1/checkins/keys"),
-        api("/v1/events/" + encodeURIComponent(list.event_id) + "/revocations"),
+        api("/v1/events/" + encodeURIComponent(list.event_id) + "/revocations" + since),
       ]);
       if (!kr.ok || !rr.ok) return false;
       const keys = (await kr.json()).keys;
-      const revoked = (await rr.json()).orders;
-      cache = { list, keys, revoked, at: new Date().toISOString() };
+      const rv = await rr.json();
+      const codes = Array.from(new Set([...(prev ? prev.codes || [] : []), ...(rv.codes || []).map((c) => c.code)]));
+      cache = { list, keys, revoked: rv.orders, codes, codesAsOf: rv.as_of, at: new Date().toISOString() };
       keyObjects.clear();
       save(K.cache(listId), cache);
       $("list-name").textContent = list.name;

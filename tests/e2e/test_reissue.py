@@ -1,0 +1,178 @@
+"""Re-issue to another holder (docs/reissue.md) against the session's real
+stack: the old code answers 409 ``revoked`` online and from an offline
+upload, the new one admits once, the downloaded PDF names the new holder, the
+event's revocations list carries the old code, and 50 racing re-issues of one
+ticket leave at most ``TICKETRY_MAX_REISSUES`` successes and one current code.
+
+The racing test makes each version's code with the stack's own signing key
+(Ed25519 is deterministic: the same string the renderer prints)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pypdf
+import pytest
+from playwright.async_api import expect
+from ticketry.auth import issue_token
+from ticketry.codes import load_keyring
+from ticketry.settings import DEV_JWT_SECRET
+from ticketry_devstack.procs import Stack
+
+from tests.conftest import TokenFactory
+from tests.e2e.pages_support import browser
+from tests.helpers import bearer, checkin_list, codes_of, create_event, decode_qr, eventually, place_order, scan
+
+pytestmark = pytest.mark.e2e
+
+
+def staff_token(sub: str, events: list[str]) -> str:
+    return issue_token(sub, "staff", key=DEV_JWT_SECRET, events=events)
+
+
+async def reissue(api: httpx.AsyncClient, tok: str, ticket_id: str, holder: Any = "Ada Lovelace") -> httpx.Response:
+    body = {} if holder is None else {"holder_name": holder}
+    return await api.post(f"/v1/tickets/{ticket_id}/reissue", json=body, headers=bearer(tok))
+
+
+async def test_a_reissued_ticket_revokes_its_old_code_and_its_new_pdf_admits_once(
+    api: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    org, buyer = token("reissue-org-1", "organizer"), token("reissue-buyer-1", "buyer")
+    event = await create_event(api, org, capacity=10)
+    door = await checkin_list(api, org, event["id"])
+    order = (await place_order(api, buyer, event["id"], 1, holder_name="Grace Hopper")).json()
+    tid = order["tickets"][0]
+    [old] = await codes_of(api, order, buyer)
+    staff = staff_token("reissue-door-1", [event["id"]])
+
+    r = await reissue(api, buyer, tid)
+    assert r.status_code == 202, r.text
+    assert r.json() == {"id": tid, "version": 1, "holder_name": "Ada Lovelace"}
+
+    # The old code: revoked online, and from an offline scanner's upload (a nonce)
+    for extra in ({}, {"nonce": "offline-upload-0001"}):
+        refused = await scan(api, staff, old, door, **extra)
+        assert refused.status_code == 409 and refused.json()["type"].endswith("/revoked"), refused.text
+
+    # The new PDF replaces the old download: it names the new holder, and its QR is the new code
+    async def new_pdf() -> tuple[str, str] | None:
+        pdf = await api.get(f"/v1/tickets/{tid}/pdf", headers=bearer(buyer))
+        text = pypdf.PdfReader(io.BytesIO(pdf.content)).pages[0].extract_text() if pdf.status_code == 200 else ""
+        return (text, decode_qr(pdf.content)) if "Ada Lovelace" in text else None
+
+    text, new = await eventually(new_pdf, "the re-issued ticket's PDF")
+    assert "Grace Hopper" not in text and new != old
+    assert (await api.get(f"/v1/tickets/{tid}", headers=bearer(buyer))).json()["holder_name"] == "Ada Lovelace"
+    # The new code admits once; after check-in the ticket can no longer be re-issued
+    assert (await scan(api, staff, new, door)).status_code == 200
+    again = await scan(api, staff, new, door)
+    assert again.status_code == 409 and again.json()["type"].endswith("/already-checked-in"), again.text
+    late = await reissue(api, buyer, tid, "Someone Else")
+    assert late.status_code == 409 and late.json()["type"].endswith("/checked-in"), late.text
+
+    # Offline scanners learn the old code from the event's revocations (cached up to 10 s)
+    async def revoked() -> list[str] | None:
+        got = await api.get(f"/v1/events/{event['id']}/revocations", headers=bearer(staff))
+        assert got.status_code == 200, got.text
+        codes = [c["code"] for c in got.json()["codes"]]
+        return codes if codes else None
+
+    assert await eventually(revoked, "the old code in the revocations") == [old]
+    since = (await api.get(f"/v1/events/{event['id']}/revocations", headers=bearer(staff))).json()["as_of"]
+    later = await api.get(f"/v1/events/{event['id']}/revocations", params={"since": since}, headers=bearer(staff))
+    assert later.status_code == 200 and later.json()["codes"] == [], later.text
+
+
+async def test_reissues_are_refused_on_a_cancelled_order_for_bad_names_and_for_other_buyers(
+    api: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    org, buyer = token("reissue-org-2", "organizer"), token("reissue-buyer-2", "buyer")
+    stranger = token("reissue-stranger-2", "buyer")
+    event = await create_event(api, org, capacity=10)
+    order = (await place_order(api, buyer, event["id"], 1)).json()
+    tid = order["tickets"][0]
+
+    assert (await reissue(api, stranger, tid)).status_code == 404
+    assert (await reissue(api, buyer, "tk_nonsense")).status_code == 404
+    for bad in (None, "", "\x00", "x" * 10_000_000):
+        r = await reissue(api, buyer, tid, bad)
+        assert r.status_code in (413, 422) and r.headers["content-type"] == "application/problem+json", r.text
+    # The organiser may re-issue; then the buyer cancels, and no re-issue follows
+    assert (await reissue(api, org, tid, "Organiser's Pick")).status_code == 202
+    assert (await api.post(f"/v1/orders/{order['id']}/cancel", headers=bearer(buyer))).status_code == 200
+    r = await reissue(api, buyer, tid)
+    assert r.status_code == 409 and r.json()["type"].endswith("/cancelled"), r.text
+
+
+async def test_fifty_concurrent_reissues_leave_at_most_the_limit_and_one_current_code(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    org, buyer = token("reissue-org-3", "organizer"), token("reissue-buyer-3", "buyer")
+    event = await create_event(api, org, capacity=10)
+    door = await checkin_list(api, org, event["id"])
+    order = (await place_order(api, buyer, event["id"], 1)).json()
+    tid = order["tickets"][0]
+    limit = int(stack.env.get("TICKETRY_MAX_REISSUES", "3"))
+
+    async with httpx.AsyncClient(base_url=str(api.base_url), timeout=120) as c:
+        answers = await asyncio.gather(*(reissue(c, buyer, tid, f"Holder {i}") for i in range(50)))
+    won = [a for a in answers if a.status_code == 202]
+    assert 1 <= len(won) <= limit, [a.status_code for a in answers]
+    # The rest lost the race (409), or were turned away as too many bodies at once from one address (429)
+    assert {a.status_code for a in answers} - {202} <= {409, 429}, [a.text for a in answers]
+    assert any(a.status_code == 409 for a in answers)
+    assert sorted(a.json()["version"] for a in won) == list(range(1, len(won) + 1))
+    current = max(a.json()["version"] for a in won)
+
+    # Of every code the ticket ever had, only the newest admits
+    ring = load_keyring(Path(stack.env["TICKETRY_KEYS_DIR"]))
+    staff = staff_token("reissue-door-3", [event["id"]])
+    codes = [ring.sign(tid, event["id"], "standard", version=v) for v in range(current + 1)]
+    answers = [await scan(api, staff, code, door) for code in codes]
+    assert [a.status_code for a in answers] == [409] * current + [200], [a.text for a in answers]
+    assert all(a.json()["type"].endswith("/revoked") for a in answers[:-1])
+    past = await scan(api, staff, ring.sign(tid, event["id"], "standard", version=current + 1), door)
+    assert past.status_code == 404, past.text
+
+
+async def test_the_scanner_refuses_a_revoked_code_offline_and_admits_the_new_one(
+    stack: Stack, api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
+) -> None:
+    org, buyer = token("reissue-org-4", "organizer"), token("reissue-buyer-4", "buyer")
+    event = await create_event(api, org, capacity=10)
+    door = await checkin_list(api, org, event["id"], name="Re-issue door")
+    order = (await place_order(api, buyer, event["id"], 1)).json()
+    tid = order["tickets"][0]
+    ring = load_keyring(Path(stack.env["TICKETRY_KEYS_DIR"]))
+    old, new = (ring.sign(tid, event["id"], "standard", version=v) for v in (0, 1))
+    staff = staff_token("reissue-door-4", [event["id"]])
+    assert (await reissue(api, buyer, tid)).status_code == 202
+
+    async def listed() -> bool:
+        got = await api.get(f"/v1/events/{event['id']}/revocations", headers=bearer(staff))
+        return old in [c["code"] for c in got.json()["codes"]]
+
+    await eventually(listed, "the old code in the revocations")
+    async with browser(tmp_path / "profile") as context:
+        page = await context.new_page()
+        # The scanner syncs the revocations while online...
+        await page.goto(f"{stack.api_url}/scan#token={staff}&list={door}")
+        await expect(page.get_by_role("heading", level=1)).to_have_text("Re-issue door")
+        await expect(page.get_by_test_id("scan-sync")).to_have_attribute("data-state", "kept")
+        await context.set_offline(True)
+        await expect(page.get_by_test_id("scan-network")).to_have_attribute("data-online", "false")
+        result = page.get_by_test_id("scan-result")
+        code_box, submit = page.get_by_test_id("scan-input"), page.get_by_test_id("scan-submit")
+        # ...and, offline, refuses the old code and admits the new one (a TK3 code)
+        await code_box.fill(old)
+        await submit.click()
+        await expect(result).to_have_attribute("data-outcome", "revoked")
+        await code_box.fill(new)
+        await submit.click()
+        await expect(result).to_have_attribute("data-outcome", "admitted")
+        await expect(page.get_by_test_id("scan-queue")).to_have_attribute("data-count", "1")
