@@ -80,6 +80,8 @@ EXAMPLES: dict[str, Any] = {
     },
     "WalletLinks": _WALLET,
     "CancelOut": {"id": ORDER, "status": "cancelled", "revoked": 2},
+    "ReissueIn": {"holder_name": "Grace Hopper"},
+    "ReissueOut": {"id": TICKETS[0], "version": 1, "holder_name": "Grace Hopper"},
     "CheckinListIn": {"name": "Main entrance", "tiers": ["standard"]},
     "CheckinListOut": _LIST_OUT,
     "Page_CheckinListOut_": {"items": [_LIST_OUT], "next": None},
