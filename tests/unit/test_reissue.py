@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.codes import InvalidCode, load_keyring, rotate_key
 from ticketry.emit import queue_final
-from ticketry.events import event_fields
+from ticketry.events import EventType, event_fields
 from ticketry.ids import new_id, ticket_ids
 from ticketry_api.core.problem import Problem
 from ticketry_api.core.reissue import check_current, next_version
@@ -74,7 +74,7 @@ async def test_a_reissued_render_is_announced_once_per_version_and_counts_nothin
     await redis.hset(progress, mapping={"total": 1, "order_id": order_id})
 
     async def final(version: int) -> None:
-        kind = "ticket.reissued" if version else "ticket.rendered"
+        kind: EventType = "ticket.reissued" if version else "ticket.rendered"
         fields = event_fields(type=kind, event_uuid=f"x:{version}", order_id=order_id, ticket_id=ticket_id)
         async with redis.pipeline(transaction=True) as pipe:
             queue_final(pipe, order_id=order_id, ticket_id=ticket_id, outcome="rendered", fields=fields,
