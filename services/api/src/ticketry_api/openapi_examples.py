@@ -86,6 +86,7 @@ EXAMPLES: dict[str, Any] = {
     "CheckinListOut": _LIST_OUT,
     "Page_CheckinListOut_": {"items": [_LIST_OUT], "next": None},
     "CheckinListStatusOut": {"list_id": LIST, "inside": 812, "admitted": 1040},
+    "Reason": {"reason": "render failed: font not found for holder name"},
     "CheckinIn": {
         "code": f"TK2.k2027a.{TICKETS[0]}.{EVENT}.standard.c2lnbmF0dXJlIG9mIHRoZSBjb2Rl", "list_id": LIST,
         "nonce": "scan-0001-a",
