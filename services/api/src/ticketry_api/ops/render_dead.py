@@ -36,15 +36,16 @@ from ticketry.db import entries_of, read_all
 from ticketry.events import DecodeError, decode_render_request
 
 # KEYS: 1 dead letters, 2 lane, 3 order done set, 4 order progress hash
-# ARGV: 1 dead-letter id, 2 ticket id, 3.. field/value pairs of the request
+# ARGV: 1 dead-letter id, 2 the ticket's done member, 3 "1" if it counted in the order's progress,
+#       4.. field/value pairs of the request
 _REDRIVE_LUA = Template("""
 if #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) == 0 then return false end
-if redis.call('SREM', KEYS[3], ARGV[2]) == 1 then
+if redis.call('SREM', KEYS[3], ARGV[2]) == 1 and ARGV[3] == '1' then
   redis.call('HINCRBY', KEYS[4], '$failed', -1)
   redis.call('HDEL', KEYS[4], '$completed')
 end
 local f = {}
-for i = 3, #ARGV do f[#f + 1] = ARGV[i] end
+for i = 4, #ARGV do f[#f + 1] = ARGV[i] end
 local id = redis.call('XADD', KEYS[2], '*', unpack(f))
 redis.call('XDEL', KEYS[1], ARGV[1])
 return id
@@ -121,6 +122,7 @@ async def redrive(redis: Redis, ids: Sequence[str]) -> dict[str, str]:
         for k, v in fields.items():
             if not k.startswith(_DLQ_PREFIX):
                 payload += [k, v]
+        counts = int(not req.ticket_version)
         new_id = await script(
             keys=[
                 streams.DEAD_LETTERS,
@@ -128,7 +130,9 @@ async def redrive(redis: Redis, ids: Sequence[str]) -> dict[str, str]:
                 streams.order_done(req.order_id),
                 streams.order_progress(req.order_id),
             ],
-            args=[dlq_id, req.ticket_id, *payload],
+            # A re-issue's render has its own done member and never counted in the
+            # order's progress: re-driving it moves no counter back.
+            args=[dlq_id, streams.done_member(req.ticket_id, req.ticket_version), counts, *payload],
         )
         result[dlq_id] = f"re-driven to {lane} as {_s(new_id)}" if new_id else "not found (already re-driven?)"
     return result
