@@ -9,9 +9,11 @@ page (``stats_port`` on ``stats_host``, ``;csv`` for machines).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import string
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,21 @@ class LbSettings:
     notifiers: Sequence[str] = ()
 
 
+# HAProxy refuses a stats socket path longer than this (a unix socket's sun_path, less its own suffix).
+SOCKET_PATH_MAX = 97
+
+
+def stats_socket(run_dir: Path) -> Path:
+    """Where HAProxy's runtime socket lives: in ``run_dir``, or, where that path
+    is too long for a unix socket (deep test folders), in the temp folder under
+    a name derived from ``run_dir`` (the same folder always gets the same one)."""
+    path = run_dir / "haproxy.sock"
+    if len(str(path)) <= SOCKET_PATH_MAX:
+        return path
+    digest = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"ticketry-lb-{digest}.sock"
+
+
 def render(cfg: LbSettings, run_dir: Path) -> str:
     """The configuration text for ``cfg``; its runtime socket lives in ``run_dir``."""
     servers = "\n".join(f"    server api-{i} {addr}" for i, addr in enumerate(cfg.apis))
@@ -73,7 +90,7 @@ def render(cfg: LbSettings, run_dir: Path) -> str:
     template = string.Template((HAPROXY_DIR / "haproxy.cfg.tmpl").read_text())
     return template.substitute(
         threads=cfg.threads,
-        stats_socket=run_dir / "haproxy.sock",
+        stats_socket=stats_socket(run_dir),
         queue_s=f"{cfg.queue_s:g}",
         tarpit_ms=cfg.tarpit_ms,
         errors=HAPROXY_DIR / "errors",
