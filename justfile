@@ -26,10 +26,10 @@ demo N="20":
 
 # The whole test suite against real Redis and FerretDB it starts itself, on
 # TICKETRY_TEST_WORKERS xdist workers (default 2; each starts its own stack;
-# tests/conftest.py keeps each file, and the host-building files, on one worker).
+# a file's tests run on one worker, in order, sharing its module fixtures).
 [group('check')]
 test *ARGS: bootstrap
-    uv run --frozen pytest -n "${TICKETRY_TEST_WORKERS:-2}" --dist loadgroup {{ARGS}}
+    uv run --frozen pytest -n "${TICKETRY_TEST_WORKERS:-2}" --dist loadfile {{ARGS}}
 
 # ruff + mypy --strict on every package.
 [group('check')]

@@ -93,23 +93,3 @@ def token() -> TokenFactory:
 async def api(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=stack.api_url, timeout=60) as client:
         yield client
-
-
-# Test files that build network-namespace "hosts" (bridges, addresses, HAProxy
-# on fixed in-namespace ports): run one after another, on one xdist worker.
-HOST_BUILDING = {
-    "tests/chaos/test_ha_topology.py",
-    "tests/chaos/test_multihost.py",
-    "tests/e2e/test_up_ha.py",
-    "tests/e2e/test_s3_storage.py",
-}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """``just test`` runs on xdist workers with ``--dist loadgroup``: each file
-    is one group (its module fixtures are set up once, its tests run in order),
-    and the files that build hosts share one group."""
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        group = "hosts" if path in HOST_BUILDING else path
-        item.add_marker(pytest.mark.xdist_group(group))

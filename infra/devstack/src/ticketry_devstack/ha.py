@@ -29,10 +29,12 @@ URLs and the settings each service got (:meth:`HaStack.host_env`).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -316,10 +318,14 @@ def start_ha(
     if haproxy_binary() is None:
         raise RuntimeError("--ha needs haproxy (infra/bootstrap.sh installs it)")
     clean_stale()
-    subnet = free_subnet()
     stack = HaStack(data_dir, env={}, lb_port=int(environ.get("TICKETRY_DEV_LB_PORT", PORTS["lb"])))
     try:
-        stack.lan = Lan(subnet).create()
+        # Two topologies started at once (parallel test workers) must not pick one subnet:
+        # the pick and the bridge that claims it happen under one machine-wide lock.
+        with open(Path(tempfile.gettempdir()) / "ticketry-subnets.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            subnet = free_subnet()
+            stack.lan = Lan(subnet).create()
         for h in "abc":
             stack.hosts[h] = stack.lan.host(f"{NS_PREFIX}-{os.getpid()}-{subnet}-{h}")
         stack.env = ha_env(stack, environ)

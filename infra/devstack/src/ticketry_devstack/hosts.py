@@ -31,7 +31,9 @@ from pathlib import Path
 
 def _ip(*args: str, ns: str | None = None) -> None:
     argv = ["ip", *(("netns", "exec", ns, "ip") if ns else ()), *args]
-    subprocess.run(argv, check=True, capture_output=True)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()}")
 
 
 def _sysctl(ns: str | None, *settings: str) -> None:
