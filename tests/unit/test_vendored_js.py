@@ -12,12 +12,13 @@ VENDOR = STATIC / "vendor"
 
 def test_each_vendored_library_has_its_licence_beside_it() -> None:
     libraries = sorted(p for p in VENDOR.iterdir() if p.is_dir())
-    assert [p.name for p in libraries] == ["jsqr"]
+    assert [p.name for p in libraries] == ["jsqr", "uplot"]
     for lib in libraries:
         assert list(lib.glob("*.js")), lib
         licence = lib / "LICENSE"
         assert licence.is_file() and licence.stat().st_size > 0, lib
     assert "Apache License" in (VENDOR / "jsqr" / "LICENSE").read_text()
+    assert "MIT License" in (VENDOR / "uplot" / "LICENSE").read_text()
     assert (VENDOR / "jsqr" / "jsQR.js").is_file()
 
 

@@ -137,10 +137,13 @@ def _aware(value: datetime) -> datetime:
 TimeZone = Annotated[str, StringConstraints(min_length=1, max_length=64), AfterValidator(_iana_zone)]
 
 
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
 def _iso_text(value: object) -> object:
     # The document says an ISO 8601 string: not a Unix timestamp, which pydantic
-    # would otherwise take (0 is 1970-01-01T00:00:00Z).
-    if isinstance(value, (int, float)):
+    # would otherwise take (0, or "0.5" in a query, is 1970-01-01T00:00:00Z).
+    if isinstance(value, (int, float)) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
         raise ValueError("an ISO 8601 date-time string, e.g. 2027-06-01T20:00:00+02:00")
     return value
 
@@ -329,7 +332,9 @@ class TicketOut(BaseModel):
 class CheckinListIn(_In):
     name: Name
     tiers: list[TierId] | None = Field(default=None, max_length=MAX_TIERS)
-    allow_reentry: bool = Field(default=False, description="scans say entry or exit; a ticket may leave and come back")
+    allow_reentry: bool = Field(
+        default=False, strict=True, description="scans say entry or exit; a ticket may leave and come back"
+    )
 
 
 class CheckinListOut(BaseModel):

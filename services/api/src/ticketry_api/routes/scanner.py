@@ -22,7 +22,7 @@ from ticketry_api.core.checkins import inside_now
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, rate_limited
 from ticketry_api.errors import problems
-from ticketry_api.schemas import CheckinListOut, CheckinListStatusOut
+from ticketry_api.schemas import CheckinListOut, CheckinListStatusOut, Instant
 
 router = APIRouter(tags=["checkins"])
 # Every read here counts against the caller's ``reads`` limit (429 over it).
@@ -82,7 +82,7 @@ class RevocationsOut(BaseModel):
     "/v1/events/{event_id}/revocations", response_model=RevocationsOut, responses=problems(401, 403, 404, 422, 429)
 )
 async def revocations(
-    event_id: str, who: Door, state: State, since: Annotated[datetime | None, Query()] = None
+    event_id: str, who: Door, state: State, since: Annotated[Instant | None, Query()] = None
 ) -> RevocationsOut:
     """The event's cancelled orders and the codes its tickets' re-issues
     replaced (those since ``since``), for scanners that judge codes offline;
