@@ -86,6 +86,19 @@ async def test_a_reissued_ticket_revokes_its_old_code_and_its_new_pdf_admits_onc
     since = (await api.get(f"/v1/events/{event['id']}/revocations", headers=bearer(staff))).json()["as_of"]
     later = await api.get(f"/v1/events/{event['id']}/revocations", params={"since": since}, headers=bearer(staff))
     assert later.status_code == 200 and later.json()["codes"] == [], later.text
+    # A cursor is any ISO 8601 instant: one before every record (even year 1, an
+    # offset past datetime's range) lists them all, one far ahead none; a number is refused
+    url = f"/v1/events/{event['id']}/revocations"
+    for since, codes in [
+        ("1061-01-29T21:37:11Z", [old]),
+        ("0001-01-01T00:00:00+02:00", [old]),
+        ("9999-12-31T23:59:59-05:00", []),
+    ]:
+        got = await api.get(url, params={"since": since}, headers=bearer(staff))
+        assert got.status_code == 200 and [c["code"] for c in got.json()["codes"]] == codes, (since, got.text)
+    for since in ["0.5", "1700000000", "yesterday"]:
+        got = await api.get(url, params={"since": since}, headers=bearer(staff))
+        assert got.status_code == 422 and got.headers["content-type"].startswith("application/problem+json"), got.text
 
 
 async def test_reissues_are_refused_on_a_cancelled_order_for_bad_names_and_for_other_buyers(

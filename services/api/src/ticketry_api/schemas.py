@@ -149,6 +149,20 @@ def _iso_text(value: object) -> object:
 
 
 Instant = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_aware)]
+
+
+def _utc_cursor(value: datetime) -> datetime:
+    # A cursor may name any instant datetime holds: one before every record
+    # means all of them, one after every record none.
+    if value.tzinfo is None or value.utcoffset() is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 with an offset that leaves datetime's range
+        return datetime.min.replace(tzinfo=UTC) if value.year == 1 else datetime.max.replace(tzinfo=UTC)
+
+
+Since = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_utc_cursor)]
 TierId = Annotated[str, StringConstraints(pattern=TIER_ID_PATTERN)]
 TierName = Annotated[
     str,

@@ -22,7 +22,7 @@ from ticketry_api.core.checkins import inside_now
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, rate_limited
 from ticketry_api.errors import problems
-from ticketry_api.schemas import CheckinListOut, CheckinListStatusOut, Instant
+from ticketry_api.schemas import CheckinListOut, CheckinListStatusOut, Since
 
 router = APIRouter(tags=["checkins"])
 # Every read here counts against the caller's ``reads`` limit (429 over it).
@@ -82,20 +82,18 @@ class RevocationsOut(BaseModel):
     "/v1/events/{event_id}/revocations", response_model=RevocationsOut, responses=problems(401, 403, 404, 422, 429)
 )
 async def revocations(
-    event_id: str, who: Door, state: State, since: Annotated[Instant | None, Query()] = None
+    event_id: str, who: Door, state: State, since: Annotated[Since | None, Query()] = None
 ) -> RevocationsOut:
     """The event's cancelled orders and the codes its tickets' re-issues
     replaced (those since ``since``), for scanners that judge codes offline;
     up to ten seconds old."""
     event = await _door_event(state, event_id, who)
     orders, codes, as_of = await state.store.revocations.of(event.id)
-    fresh = [RevokedCodeOut(code=c, revoked_at=at) for c, at in codes if since is None or not _before(at, since)]
+    # The store's times are UTC without a zone; Since is UTC with one.
+    fresh = [
+        RevokedCodeOut(code=c, revoked_at=at) for c, at in codes if since is None or at.replace(tzinfo=UTC) >= since
+    ]
     return RevocationsOut(event_id=event.id, orders=orders, codes=fresh, as_of=as_of)
-
-
-def _before(at: datetime, since: datetime) -> bool:
-    # The store's times are UTC without a zone; a cursor without one is UTC too.
-    return at.replace(tzinfo=UTC) < (since if since.tzinfo else since.replace(tzinfo=UTC))
 
 
 class DoorTier(BaseModel):
