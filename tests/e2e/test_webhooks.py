@@ -203,7 +203,7 @@ async def test_endpoints_are_the_organisers_and_secrets_are_shown_once(
     assert [h["id"] for h in listed] == [hook["id"]] and "secret" not in listed[0]
     # ... every type by default
     default = await register(hapi, organizer, event["id"], shop.endpoint("/reg2"))
-    assert default["types"] == ["order.completed", "order.partially_failed", "order.cancelled"]
+    assert default["types"] == ["order.completed", "order.partially_failed", "order.cancelled", "ticket.reissued"]
 
     # Not the organiser: 404 (existence does not leak); not an organiser: 403
     assert (await hapi.get(path, headers=bearer(other))).status_code == 404
@@ -531,3 +531,31 @@ async def test_a_dead_letter_is_redriven_once_the_shop_is_back(
 
 async def _true(value: object) -> bool:
     return bool(value)
+
+
+async def test_each_reissue_of_a_ticket_is_one_signed_webhook_naming_its_new_holder(
+    hapi: httpx.AsyncClient, token: TokenFactory, shop: Shop
+) -> None:
+    # Given an endpoint for re-issues only and a rendered one-ticket order
+    organizer, buyer = token("wh-org-ri", "organizer"), token("wh-buyer-ri", "buyer")
+    event = await create_event(hapi, organizer)
+    hook = await register(hapi, organizer, event["id"], shop.endpoint("/reissued"), types=["ticket.reissued"])
+    shop.secrets["/reissued"] = hook["secret"]
+    order = (await place_order(hapi, buyer, event["id"], 1)).json()
+    await wait_rendered(hapi, order["id"], buyer)
+    (ticket,) = order["tickets"]
+
+    # When the ticket is re-issued twice, to two holders
+    for n, holder in enumerate(["Grace Hopper", "Katherine Johnson"], start=1):
+        r = await hapi.post(f"/v1/tickets/{ticket}/reissue", json={"holder_name": holder}, headers=bearer(buyer))
+        assert r.status_code == 202, r.text
+        # Then the shop hears ticket.reissued once per re-issue, each its own webhook-id
+        await wait_until(lambda n=n: _true(len(shop.got("/reissued", "ticket.reissued", order["id"])) == n), WAIT_S)
+    got = shop.got("/reissued", "ticket.reissued", order["id"])
+    assert len({m for m, _ in got}) == 2
+    assert [(b["data"]["ticket_id"], b["data"]["event_id"]) for _, b in got] == [(ticket, event["id"])] * 2
+    # … naming the holder and version it knew when built (the second re-issue may be seen by both)
+    assert got[-1][1]["data"]["holder_name"] == "Katherine Johnson" and got[-1][1]["data"]["version"] == 2
+    assert got[0][1]["data"]["version"] in (1, 2)
+    # … and no order webhook went to an endpoint that did not subscribe to one
+    assert {b["type"] for _, b in shop.processed.get("/reissued", [])} == {"ticket.reissued"}

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 from ticketry.events import DecodeError, TicketEvent
-from ticketry_api.webhooks.models import Delivery, message_id, payload, webhook_type
+from ticketry_api.webhooks.models import Delivery, fact_of, message_id, payload, webhook_type
 
 
 def event(type_: str, rendered: int = 3, failed: int = 0, total: int = 3) -> TicketEvent:
@@ -25,6 +25,7 @@ def event(type_: str, rendered: int = 3, failed: int = 0, total: int = 3) -> Tic
         ("order.completed", 2, 1, "order.partially_failed"),
         ("order.completed", 0, 3, "order.partially_failed"),  # every ticket failed: data.status says failed
         ("order.cancelled", 1, 0, "order.cancelled"),
+        ("ticket.reissued", 1, 0, "ticket.reissued"),
         ("ticket.rendered", 1, 0, None),
         ("ticket.failed", 0, 1, None),
     ],
@@ -43,6 +44,19 @@ def test_message_ids_are_stable_per_event_order_and_type() -> None:
         message_id("ev_1", "or_1", "order.cancelled"),
     }
     assert a not in others and len(others) == 3
+    # An order has one of each order.* type, but a re-issue per new version: its event's uuid tells them apart
+    first, second = (message_id("ev_1", "or_1", "ticket.reissued", u) for u in ("uuid-1", "uuid-2"))
+    assert first != second and first == message_id("ev_1", "or_1", "ticket.reissued", "uuid-1")
+
+
+def test_a_reissue_names_the_ticket_its_holder_and_version_and_is_told_apart_by_its_event() -> None:
+    ev = event("ticket.reissued", 1, 0).model_copy(update={"ticket_id": "tk_" + "2" * 20, "event_uuid": "u-7"})
+    body = orjson.loads(payload(ev, "ticket.reissued", {"event_id": "ev_9"}, {"version": 2, "holder_name": "Ada"}))
+    assert body["type"] == "ticket.reissued" and body["data"] == {
+        "order_id": ev.order_id, "event_id": "ev_9", "tier": "standard", "ticket_id": ev.ticket_id,
+        "version": 2, "holder_name": "Ada", "stream_id": ev.id,
+    }  # fmt: skip
+    assert fact_of(ev) == "u-7" and fact_of(event("order.completed", 1, 0)) == ""
 
 
 def test_payload_is_a_standard_webhooks_body() -> None:

@@ -16,8 +16,11 @@ from pydantic import Field
 # What a shop can subscribe to. ``order.partially_failed`` covers every order
 # that ended with a failed ticket (``data.status`` says ``partially_failed`` or
 # ``failed``), so a shop that listens for it misses no order that needs care.
-WebhookType = Literal["order.completed", "order.partially_failed", "order.cancelled"]
-WEBHOOK_TYPES: tuple[WebhookType, ...] = ("order.completed", "order.partially_failed", "order.cancelled")
+# ``ticket.reissued``: a ticket got a new holder and code, and its new PDF is stored.
+WebhookType = Literal["order.completed", "order.partially_failed", "order.cancelled", "ticket.reissued"]
+WEBHOOK_TYPES: tuple[WebhookType, ...] = (
+    "order.completed", "order.partially_failed", "order.cancelled", "ticket.reissued",
+)  # fmt: skip
 
 
 def _utcnow() -> datetime:

@@ -45,7 +45,9 @@ class WebhookIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(min_length=8, max_length=2000, examples=["https://shop.example/hooks/ticketry"])
-    types: list[WebhookType] = Field(default_factory=lambda: list(WEBHOOK_TYPES), min_length=1, max_length=3)
+    types: list[WebhookType] = Field(
+        default_factory=lambda: list(WEBHOOK_TYPES), min_length=1, max_length=len(WEBHOOK_TYPES)
+    )
     description: str = Field(default="", max_length=200)
 
 

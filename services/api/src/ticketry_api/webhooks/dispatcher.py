@@ -1,8 +1,9 @@
 """Ticket events → webhook deliveries (group ``webhooks`` on the ticket events).
 
 Each api runs one dispatcher (a consumer of the group, like the projector): it
-reads the ticket events, and for every ``order.completed`` and
-``order.cancelled`` of an event that has endpoints reads the order (by
+reads the ticket events, and for every ``order.completed``,
+``order.cancelled`` and ``ticket.reissued`` (that one also reads the ticket's
+re-issue, for its holder and version) of an event that has endpoints reads the order (by
 ``_id``) and that event's endpoints, then appends one delivery per endpoint
 that subscribed to the message's type and acks the events, in one MULTI.
 Which events have endpoints is a Redis set (``index``), and the order's event
@@ -32,12 +33,12 @@ from ticketry.replies import Entry
 from ticketry_api.store import Store
 from ticketry_api.store.endpoints import Endpoints
 from ticketry_api.webhooks import index
-from ticketry_api.webhooks.models import Delivery, message_id, payload, webhook_type
+from ticketry_api.webhooks.models import Delivery, fact_of, message_id, payload, webhook_type
 
 log = logging.getLogger(__name__)
 
 BATCH = 500
-_ORDER_EVENTS = (b"order.completed", b"order.cancelled")
+_ORDER_EVENTS = (b"order.completed", b"order.cancelled", b"ticket.reissued")
 
 ORDER_READS = Counter("ticketry_webhook_order_reads", "Orders the webhook dispatcher read from the store")
 ORDERS_SKIPPED = Counter(
@@ -76,11 +77,17 @@ async def deliveries_for(redis: Redis, store: Store, events: list[TicketEvent]) 
         if order is None:
             log.warning("webhooks: no order for an order event", extra={"order_id": ev.order_id})
             continue
-        body = payload(ev, type_, order)
-        msg = message_id(order["event_id"], ev.order_id, type_)
-        for hook in by_event.get(order["event_id"], []):
-            if type_ in hook.get("types", ()):
-                out.append(Delivery(hook["_id"], msg, type_, ev.order_id, order["event_id"], body))
+        hooks = [h for h in by_event.get(order["event_id"], []) if type_ in h.get("types", ())]
+        if not hooks:
+            continue
+        issue = None
+        if type_ == "ticket.reissued" and ev.ticket_id is not None:
+            found = await store.tickets.current_issue(ev.ticket_id)
+            issue = found.model_dump() if found is not None else None
+        body = payload(ev, type_, order, issue)
+        msg = message_id(order["event_id"], ev.order_id, type_, fact_of(ev))
+        for hook in hooks:
+            out.append(Delivery(hook["_id"], msg, type_, ev.order_id, order["event_id"], body))
     return out
 
 

@@ -23,23 +23,44 @@ from ticketry.webhook_documents import WebhookType
 from ticketry_api.readmodel import completed_status
 
 
-def message_id(event_id: str, order_id: str, type: WebhookType) -> str:
-    """The stable ``webhook-id`` of one (event, order, type)."""
-    digest = hashlib.sha256(f"{event_id}\x1f{order_id}\x1f{type}".encode()).hexdigest()
-    return f"msg_{digest[:32]}"
+def message_id(event_id: str, order_id: str, type: WebhookType, fact: str = "") -> str:
+    """The stable ``webhook-id`` of one (event, order, type): an order has one
+    of each; ``fact`` tells apart the several of a type an order may have (a
+    re-issue: the ticket event's ``event_uuid``)."""
+    key = f"{event_id}\x1f{order_id}\x1f{type}" + (f"\x1f{fact}" if fact else "")
+    return f"msg_{hashlib.sha256(key.encode()).hexdigest()[:32]}"
 
 
 def webhook_type(ev: TicketEvent) -> WebhookType | None:
-    """The webhook an order-level ticket event means (None: not one)."""
-    if ev.type == "order.cancelled":
-        return "order.cancelled"
+    """The webhook a ticket event means (None: not one)."""
+    if ev.type in ("order.cancelled", "ticket.reissued"):
+        return ev.type
     if ev.type == "order.completed":
         return "order.completed" if ev.failed == 0 else "order.partially_failed"
     return None
 
 
-def payload(ev: TicketEvent, type: WebhookType, order: Mapping[str, Any]) -> bytes:
-    """The body every attempt of this message sends."""
+def fact_of(ev: TicketEvent) -> str:
+    """What tells this message apart from the others of its order and type (``message_id``)."""
+    return ev.event_uuid if ev.type == "ticket.reissued" else ""
+
+
+def payload(
+    ev: TicketEvent, type: WebhookType, order: Mapping[str, Any], issue: Mapping[str, Any] | None = None
+) -> bytes:
+    """The body every attempt of this message sends; a re-issue's names the
+    ticket and its holder and version when the message was built (``issue``)."""
+    if type == "ticket.reissued":
+        data = {
+            "order_id": ev.order_id,
+            "event_id": order["event_id"],
+            "tier": order.get("tier", "standard"),
+            "ticket_id": ev.ticket_id,
+            "version": (issue or {}).get("version"),
+            "holder_name": (issue or {}).get("holder_name"),
+            "stream_id": ev.id,
+        }
+        return orjson.dumps({"type": type, "timestamp": ev.occurred_at.isoformat(), "data": data})
     status = "cancelled" if type == "order.cancelled" else completed_status(ev.rendered, ev.failed)
     data = {
         "order_id": ev.order_id,
