@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +19,26 @@ import httpx
 import pypdf
 import pytest
 from playwright.async_api import expect
+from ticketry import streams
 from ticketry.auth import issue_token
 from ticketry.codes import load_keyring
 from ticketry.settings import DEV_JWT_SECRET
 from ticketry_devstack.procs import Stack
 
+from tests.chaos.support import db_of, mongo_of, redis_of
 from tests.conftest import TokenFactory
 from tests.e2e.pages_support import browser
-from tests.helpers import bearer, checkin_list, codes_of, create_event, decode_qr, eventually, place_order, scan
+from tests.helpers import (
+    bearer,
+    checkin_list,
+    codes_of,
+    create_event,
+    decode_qr,
+    eventually,
+    place_order,
+    scan,
+    wait_rendered,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -189,3 +202,49 @@ async def test_the_scanner_refuses_a_revoked_code_offline_and_admits_the_new_one
         await submit.click()
         await expect(result).to_have_attribute("data-outcome", "admitted")
         await expect(page.get_by_test_id("scan-queue")).to_have_attribute("data-count", "1")
+
+
+async def test_a_reissue_whose_api_died_before_sending_its_render_is_rendered_by_the_outbox_sweep(
+    stack: Stack, api: httpx.AsyncClient, token: TokenFactory
+) -> None:
+    org, buyer = token("reissue-org-4", "organizer"), token("reissue-buyer-4", "buyer")
+    event = await create_event(api, org, capacity=10)
+    order = (await place_order(api, buyer, event["id"], 3, holder_name="Ada Lovelace")).json()
+    await wait_rendered(api, order["id"], buyer)
+    crashed, lost, stale = order["tickets"]
+    redis, mongo = redis_of(stack), mongo_of(stack)
+    issues = db_of(mongo).ticket_issues
+    try:
+        # Given what an api SIGKILLed between a re-issue's insert and its render request leaves
+        # (the issue in the store, its outbox member in Redis, no request on the stream) …
+        def issue(ticket: str, version: int, holder: str) -> dict[str, Any]:
+            return {
+                "_id": f"{ticket}/{version}", "ticket_id": ticket, "order_id": order["id"], "event_id": event["id"],
+                "version": version, "holder_name": holder, "revoked_code": f"TK3.revoked-{ticket}-{version}",
+                "by": "reissue-buyer-4", "at": datetime.now(UTC),
+            }  # fmt: skip
+
+        await issues.insert_one(issue(crashed, 1, "Grace Hopper"))
+        # … a member whose insert lost its race (no issue of that version), and one a newer re-issue overtook
+        await issues.insert_many([issue(stale, 1, "Old Holder"), issue(stale, 2, "New Holder")])
+        members = {f"{crashed}@1": 0, f"{lost}@1": 0, f"{stale}@1": 0}
+        await redis.zadd(streams.REISSUES_IN_FLIGHT, members)  # type: ignore[arg-type]
+
+        # When the outbox sweep comes by, then the crashed re-issue renders: its PDF names its holder
+        async def swept() -> bool:
+            left = [m for m in members if await redis.zscore(streams.REISSUES_IN_FLIGHT, m) is not None]
+            pdf = await api.get(f"/v1/tickets/{crashed}/pdf", headers=bearer(buyer))
+            text = pypdf.PdfReader(io.BytesIO(pdf.content)).pages[0].extract_text() if pdf.status_code == 200 else ""
+            return not left and "Grace Hopper" in text
+
+        await eventually(swept, "the outbox sweep rendering the crashed re-issue", timeout_s=120)
+        # … once (one ticket.reissued), and the other two members were dropped without a render
+        events = await redis.xrange(streams.TICKET_EVENTS, "-", "+")
+        reissued = [f[b"ticket_id"].decode() for _, f in events if f[b"type"] == b"ticket.reissued"]
+        assert crashed in reissued and lost not in reissued and stale not in reissued
+        assert reissued.count(crashed) == 1
+        got = (await api.get(f"/v1/tickets/{lost}", headers=bearer(buyer))).json()
+        assert got["holder_name"] == "Ada Lovelace"
+    finally:
+        await redis.aclose()
+        await mongo.close()

@@ -69,6 +69,11 @@ the ``PROGRESS_*`` constants)
     the grace is the outbox sweep's work (see ``ticketry_api.orders``). Whoever
     removes the member of an order that will not exist gives back its ``held``
     count in the same script, so that happens once.
+``ticketry:reissues:in-flight`` (sorted set: ``<ticket id>@<version>``, score ms)
+    The re-issues' outbox: added before a re-issue's insert, removed once its
+    render request is on the fast lane; what stays past the grace, the outbox
+    sweep renders again if that version is still the ticket's newest
+    (``ticketry_api.reissue``).
 ``ticketry:scaler:leader`` (string: holder + fencing token)
     Scaler leadership lock, TTL ``LEADER_TTL_S``.
 ``ticketry:scaler:fence`` (integer) — fencing token counter, no TTL.
@@ -201,6 +206,7 @@ def sortable_stream_id(entry_id: str) -> str:
 
 
 ORDERS_IN_FLIGHT: Final = "ticketry:orders:in-flight"
+REISSUES_IN_FLIGHT: Final = "ticketry:reissues:in-flight"
 SCALER_LEADER: Final = "ticketry:scaler:leader"
 SCALER_FENCE: Final = "ticketry:scaler:fence"
 REPLICA_FENCE: Final = "ticketry:replica:fence"

@@ -34,6 +34,7 @@ from ticketry_api.middleware.shedding import OrderGate, OrderSlots, Shedding, bo
 from ticketry_api.outbox import sweep_outbox
 from ticketry_api.projector import run_projector
 from ticketry_api.ratelimit import RateSettings
+from ticketry_api.reissue import sweep_reissues
 from ticketry_api.routes import asyncapi as asyncapi_routes
 from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets
 from ticketry_api.routes import ops as ops_routes
@@ -87,18 +88,16 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             tasks.append(
                 asyncio.create_task(run_projector(redis, store.tickets, consumer, settings.projector_batch, stop))
             )
-        tasks.append(
-            asyncio.create_task(
-                _every(
-                    settings.outbox_interval_s, stop, "outbox sweep",
-                    lambda: sweep_outbox(redis, keyring, store, settings.outbox_grace_s),
-                )
-            )
-        )  # fmt: skip
+        state = app.state.ticketry
+
+        async def outbox() -> None:  # orders, then re-issues
+            await sweep_outbox(redis, keyring, store, settings.outbox_grace_s)
+            await sweep_reissues(state, settings.outbox_grace_s)
+
+        tasks.append(asyncio.create_task(_every(settings.outbox_interval_s, stop, "outbox sweep", outbox)))
         tasks.append(
             asyncio.create_task(webhooks.run(redis, store, app.state.ticketry.webhooks, stop))
         )  # webhook dispatcher + sender
-        state = app.state.ticketry
         tasks.append(
             asyncio.create_task(
                 mail.run(redis, store, state.pdf_store(), mail_settings, state.links, settings.jwt_key, stop)

@@ -11,6 +11,14 @@ crash only in the way said:
    fast (vip) lane: the renderer replaces the PDF and announces
    ``ticket.reissued`` once, without touching its order's counters.
 
+An outbox guards step 2 as ``ticketry_api.orders``'s guards an order's: the
+member ``<ticket>@<version>`` is added to ``REISSUES_IN_FLIGHT`` before the
+insert and removed once the request is on the stream. An api that dies in
+between leaves it there, and the outbox sweep (``sweep_reissues``, every api)
+sends the request again past the grace if that version was inserted and is
+still the ticket's newest, else drops it. A request sent twice renders once
+(the renderer's ``done`` member is ``<ticket>@<version>``).
+
 From the insert on, only the new version's code admits: the door reads the
 ticket's current version with the ticket (``readmodel.ticket_of``), and a
 code of an older one answers 409 ``revoked``.
@@ -20,23 +28,42 @@ from __future__ import annotations
 
 import logging
 
+from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.auth import Principal
-from ticketry.documents import TicketIssue
+from ticketry.documents import Event, Order, TicketIssue
+from ticketry.events import RenderRequest
 from ticketry.ids import order_of_ticket
+from ticketry.replies import as_text
 from ticketry.storage import StorageUnavailable
+from ticketry.streams import done_member
 
 from ticketry_api.core.names import NameLimits
 from ticketry_api.core.pricing import unit_price_of
 from ticketry_api.core.problem import Problem
 from ticketry_api.core.reissue import lost_race, next_version
 from ticketry_api.deps import AppState
-from ticketry_api.orders import check_names_within
-from ticketry_api.readmodel import TicketOf
+from ticketry_api.orders import check_names_within, now_ms
+from ticketry_api.outbox import SWEEP_BATCH
+from ticketry_api.readmodel import TicketOf, ticket_of
 from ticketry_api.renders import ticket_request
 from ticketry_api.store.tickets import issue_id
 
 log = logging.getLogger(__name__)
+
+
+def _request(state: AppState, t: TicketOf, order: Order, event: Event, holder_name: str, version: int) -> RenderRequest:
+    where = order_of_ticket(t.id)
+    if where is None:
+        raise Problem(404, "ticket not found")
+    price = unit_price_of(order, event)
+    try:
+        return ticket_request(
+            state.keyring, event, t.tier, t.order_id, where[1], order.quantity, holder_name, price,
+            kid=t.key_id, version=version,
+        )  # fmt: skip
+    except KeyError:
+        raise Problem(409, "re-issue unavailable", "the key this ticket was issued under no longer signs") from None
 
 
 async def reissue(state: AppState, t: TicketOf, holder_name: str, who: Principal) -> int:
@@ -45,29 +72,62 @@ async def reissue(state: AppState, t: TicketOf, holder_name: str, who: Principal
     checked_in = await store.tickets.status(t.id) == "checked_in"
     version = next_version(cancelled=t.cancelled, checked_in=checked_in, version=t.version, max_reissues=s.max_reissues)
     await check_names_within({holder_name}, NameLimits(s.max_distinct_names, s.name_check_budget_s))
-    where = order_of_ticket(t.id)
     order, event = await store.orders.with_holders(t.order_id), await store.event(t.event_id)
-    if where is None or order is None or event is None:
+    if order is None or event is None:
         raise Problem(404, "ticket not found")
+    req = _request(state, t, order, event, holder_name, version)
     try:
         old_code = state.keyring.sign(t.id, t.event_id, t.tier, kid=t.key_id, version=t.version)
-        price = unit_price_of(order, event)
-        req = ticket_request(
-            state.keyring, event, t.tier, t.order_id, where[1], order.quantity, holder_name, price,
-            kid=t.key_id, version=version,
-        )  # fmt: skip
     except KeyError:
         raise Problem(409, "re-issue unavailable", "the key this ticket was issued under no longer signs") from None
     issue = TicketIssue(
         id=issue_id(t.id, version), ticket_id=t.id, order_id=t.order_id, event_id=t.event_id, version=version,
         holder_name=holder_name, revoked_code=old_code, by=who.sub,
     )  # fmt: skip
+    member = done_member(t.id, version)
+    await state.redis.zadd(streams.REISSUES_IN_FLIGHT, {member: now_ms()})
     if not await store.tickets.reissue(issue):
+        await state.redis.zrem(streams.REISSUES_IN_FLIGHT, member)
         raise lost_race()
     try:
         await state.pdf_store().delete_pass(t.order_id, t.id)
     except StorageUnavailable as exc:
         log.warning("reissue: the old wallet pass stays", extra={"ticket_id": t.id, "error": str(exc)[:300]})
-    await state.redis.xadd(streams.RENDER_VIP, req.to_fields())  # type: ignore[arg-type]
+    await _send(state.redis, req, member)
     log.info("reissue: ticket re-issued", extra={"ticket_id": t.id, "version": version})
     return version
+
+
+async def _send(redis: Redis, req: RenderRequest, member: str) -> None:
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.xadd(streams.RENDER_VIP, req.to_fields())  # type: ignore[arg-type]
+        pipe.zrem(streams.REISSUES_IN_FLIGHT, member)
+        await pipe.execute()
+
+
+async def sweep_reissues(state: AppState, grace_s: float) -> int:
+    """Send again the render of each re-issue whose api died before it did
+    (its member older than ``grace_s``), if that version is still its ticket's
+    newest; drop the others. How many members were handled."""
+    cutoff = now_ms() - int(grace_s * 1000)
+    stale = await state.redis.zrangebyscore(streams.REISSUES_IN_FLIGHT, "-inf", cutoff, start=0, num=SWEEP_BATCH)
+    for raw in stale:
+        member = as_text(raw)
+        ticket_id, _, version = member.rpartition("@")
+        t = await ticket_of(state.store, ticket_id)
+        issue = await state.store.tickets.current_issue(ticket_id)
+        if t is None or t.cancelled or issue is None or issue.version != int(version):
+            await state.redis.zrem(streams.REISSUES_IN_FLIGHT, member)  # lost its race, or a newer one came
+            continue
+        order, event = await state.store.orders.with_holders(t.order_id), await state.store.event(t.event_id)
+        if order is None or event is None:
+            await state.redis.zrem(streams.REISSUES_IN_FLIGHT, member)
+            continue
+        try:
+            req = _request(state, t, order, event, issue.holder_name, issue.version)
+        except Problem:
+            await state.redis.zrem(streams.REISSUES_IN_FLIGHT, member)  # its key retired: nothing can be signed
+            continue
+        await _send(state.redis, req, member)
+        log.warning("outbox: re-issue render sent again", extra={"ticket_id": ticket_id, "version": issue.version})
+    return len(stale)
