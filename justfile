@@ -24,12 +24,19 @@ down:
 demo N="20":
     uv run --frozen python -m ticketry_devstack demo -n {{N}}
 
-# The whole test suite against real Redis and FerretDB it starts itself, on
+# The test suite against real Redis and FerretDB it starts itself, on
 # TICKETRY_TEST_WORKERS xdist workers (default 2; each starts its own stack;
 # a file's tests run on one worker, in order, sharing its module fixtures).
+# Without the scenarios marked slow: `just test-slow` runs those (CI runs both).
 [group('check')]
 test *ARGS: bootstrap
-    uv run --frozen pytest -n "${TICKETRY_TEST_WORKERS:-2}" --dist loadfile {{ARGS}}
+    uv run --frozen pytest -n "${TICKETRY_TEST_WORKERS:-2}" --dist loadfile -m "not slow" {{ARGS}}
+
+# The slow lane: scenarios of minutes each (the several-host topology under
+# kills and cuts, kill loops, racing histories), as `just test` runs the rest.
+[group('check')]
+test-slow *ARGS: bootstrap
+    uv run --frozen pytest -n "${TICKETRY_TEST_WORKERS:-2}" --dist loadfile -m slow {{ARGS}}
 
 # ruff + mypy --strict on every package.
 [group('check')]

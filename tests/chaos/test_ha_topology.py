@@ -61,7 +61,7 @@ from tests.chaos.support import RENDERER_KILL_ENV, ProgressWatcher
 from tests.helpers import bearer, create_event, eventually
 from tests.history import CheckResult, History, check, reserve_status
 
-pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(900)]
 
 CLIENTS = 5
 RATE = 20.0  # orders/s from all clients together (each waits for its answers: less during a failover)
@@ -165,6 +165,10 @@ class OnSale:
     first_after: float | None = None
     accepted_after: int = 0
     keys: itertools.count[int] = field(default_factory=itertools.count)
+    phases: list[tuple[str, float]] = field(default_factory=list)  # (what was reached, when): the figures
+
+    def reached(self, what: str) -> None:
+        self.phases.append((what, time.monotonic()))
 
     def watch(self, order: dict[str, Any], buyer: str) -> None:
         watcher = ProgressWatcher(order["progress_url"], buyer)
@@ -297,6 +301,7 @@ async def on_sale(
     under way and the big order renders; ``restore`` once orders were accepted
     after it; then check everything the buyers were told."""
     ha = topo.ha
+    began = time.monotonic()
     await whole(ha)
     org = topo.token(f"{name}-org", "organizer")
     stop = asyncio.Event()
@@ -333,22 +338,28 @@ async def on_sale(
                 return any(w.of_type("ticket.rendered") for w, o in sale.watchers if o is big)
 
             await eventually(big_renders, "the big order rendering", timeout_s=240)
+            sale.reached("under way")
 
             # When the part is lost
             sale.disrupted_at = time.monotonic()
             what = await disrupt()
+            sale.reached("disrupted")
 
             # Then orders are accepted again without it, and after it is restored
             async def after(n: int) -> bool:
                 return sale.accepted_after >= n and len(sale.watchers) >= SOCKETS
 
             await eventually(lambda: after(AFTER), f"orders accepted after: {what}", timeout_s=300)
+            sale.reached("accepted after")
             await restore()
+            sale.reached("restored")
             restored = sale.accepted_after
             await eventually(lambda: after(restored + AFTER), "orders accepted after the restore", timeout_s=300)
             stop.set()
             await asyncio.gather(*clients)
+            sale.reached("accepted after the restore")
             await whole(ha)
+            sale.reached("whole again")
 
             # … every order accepted completes
             orders = list(sale.accepted.values())
@@ -358,6 +369,7 @@ async def on_sale(
                 return len(await _completed(mongo, ids)) == len(ids)
 
             await eventually(all_completed, "every accepted order completed", timeout_s=600)
+            sale.reached("all completed")
             # … nothing sold past a tier's capacity, and exactly what the 202s took
             for ev in (main, scarce, big_event):
                 taken = sum(o["quantity"] for o in orders if o["event_id"] == ev["id"])
@@ -379,6 +391,7 @@ async def on_sale(
             assert pdf_keys == want, (sorted(pdf_keys - want)[:5], sorted(want - pdf_keys)[:5])
             # … every socket saw its order complete, each ticket counted once
             await asyncio.wait_for(asyncio.gather(*sale.watching), 600)
+            sale.reached("sockets done")
             for watcher, order in sale.watchers:
                 assert watcher.done.is_set(), f"socket of {order['id']} never saw its completion"
                 assert {m["ticket_id"] for m in watcher.of_type("ticket.rendered")} == set(order["tickets"])
@@ -390,6 +403,7 @@ async def on_sale(
             if verdict.code != 0:
                 verdict = await _explained_by_holds(sale, mongo, verdict, tmp_path / f"{name}-holds.jsonl")
             assert verdict.code == 0, verdict
+            sale.reached("checked")
         finally:
             stop.set()
             for task in (*clients, *sale.watching):
@@ -405,7 +419,8 @@ async def on_sale(
         f"({sale.accepted_after} sent after the disruption, {len(sale.refused)} sold out); "
         f"tickets {sum(o['quantity'] for o in sale.accepted.values())} (big order {BIG}); "
         f"sockets {len(sale.watchers)} ({reconnects} reconnects); answers {answers}, {sale.no_answer} without one; "
-        f"history {len(sale.history.ops)} ops: {verdict.line}"
+        f"history {len(sale.history.ops)} ops: {verdict.line}; "
+        + ", ".join(f"{what} +{at - began:.0f} s" for what, at in sale.phases)
     )
 
 

@@ -24,6 +24,7 @@ TICKETS = 6  # tickets scanned, each by SCANNERS racing
 SCANNERS = 4
 
 
+@pytest.mark.slow
 async def test_racing_orders_and_scans_make_a_linearizable_history(
     api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
 ) -> None:
