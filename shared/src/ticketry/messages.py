@@ -111,12 +111,14 @@ class ScalerDecisionEntry(_Entry):
 
 
 class OpsAuditEntry(_Entry):
-    """One operator's action on dead letters (``ticketry_api.ops.audit``)."""
+    """One operator's action on dead letters or a waiting room (``ticketry_api.ops.audit``)."""
 
-    who: str = Field(description="The admin token's sub, or ticketryctl:<user>.")
-    action: str = Field(description="redrive or delete.")
-    kind: str = Field(description="render or webhooks: whose dead letters.")
-    target: str = Field(description="The dead letter's id, or reason:<reason> for all of a reason.")
+    who: str = Field(description="The token's sub (an admin's, or a room's organiser), or ticketryctl:<user>.")
+    action: str = Field(description="redrive or delete (dead letters); pause, resume or close (a room).")
+    kind: str = Field(description="render or webhooks: whose dead letters; room: a waiting room.")
+    target: str = Field(
+        description="The dead letter's id, reason:<reason> for all of a reason, or the room's event id."
+    )
     outcome: str = Field(description="What happened, per id (JSON object id → outcome).")
     at: str = Field(description="Unix ms.")
 
@@ -179,7 +181,9 @@ WEBHOOK_DELIVERY: Final = Message("WebhookDelivery", WebhookDeliveryEntry, "One 
 WEBHOOK_DEAD_LETTER: Final = Message("WebhookDeadLetter", WebhookDeadLetterEntry, "A webhook delivery that died.")
 MAIL_DEAD_LETTER: Final = Message("MailDeadLetter", MailDeadLetterEntry, "An order's email that died.")
 SCALER_DECISION: Final = Message("ScalerDecision", ScalerDecisionEntry, "One scaling decision.")
-OPS_AUDIT: Final = Message("OpsAudit", OpsAuditEntry, "An operator's redrive or delete of dead letters.")
+OPS_AUDIT: Final = Message(
+    "OpsAudit", OpsAuditEntry, "An operator's redrive or delete of dead letters, or a room's pause, resume or close."
+)
 ROOM_UPDATE: Final = Message("RoomUpdate", RoomUpdateEntry, "A waiting room's admission tick, pause, resume or close.")
 
 _LANE = (
@@ -243,7 +247,7 @@ CHANNELS: Final[tuple[Channel, ...]] = (
     Channel(
         "opsAudit",
         streams.OPS_AUDIT,
-        "What operators did to dead letters (the console at /ops and ticketryctl), listed by"
+        "What operators did to dead letters (the console at /ops and ticketryctl) and to waiting rooms, listed by"
         f" GET /v1/ops/audit. MAXLEN ~ {streams.OPS_AUDIT_MAXLEN}.",
         (OPS_AUDIT,),
         ("api", "ticketryctl"),

@@ -24,6 +24,7 @@ Streams
     What operators did to dead letters (who: the token's ``sub`` or the
     ``ticketryctl`` user; action, kind, target, outcome, at), listed by the
     console at ``/ops`` (``ticketry_api.ops``). ``MAXLEN ~ OPS_AUDIT_MAXLEN``.
+    Waiting rooms paused, resumed or closed (kind ``room``) are written there too.
 ``ticketry:designs:requests``
     Designs (stamping templates) to build ahead of an event's first ticket, one
     entry per event look (fields: a sample ``events.RenderRequest``), appended by
@@ -86,6 +87,18 @@ the ``PROGRESS_*`` constants)
     (``digest``: sha256 of the template key). TTL ``DESIGN_TTL_S``, refreshed on use.
 ``ticketry:design:{digest}:building`` (string: builder) — one builder at a time,
     TTL ``DESIGN_LOCK_MS``.
+``ticketry:ops:sales:cursor`` (string: a ``ticket-events`` id)
+    How far the console's poll has folded the ticket events into the sales
+    counters below (``ticketry_api.ops.sales``). No TTL; one small key.
+``ticketry:ops:sales:events`` (sorted set: event id, score = ms of its newest ticket event)
+    The events the console's sales panel lists beside the waiting rooms: the
+    newest ``OPS_SALES_EVENTS_MAX`` kept (ZREMRANGEBYRANK on each fold).
+``ticketry:ops:sales:{event}:orders`` (hash: order id → ``<rank>:<status>``)
+``ticketry:ops:sales:{event}:counts`` (hash: status → orders)
+    Orders of the event by status as the ticket events tell them (processing,
+    completed, partially_failed, failed, cancelled); an order only moves up in
+    rank (processing 0, an outcome 1, cancelled 2), once, by one script, so
+    two polls folding the same entries count it once. TTL ``PROGRESS_TTL_S``.
 ``ticketry:pdfs:purged`` (set of event ids)
     Events whose PDFs the api's retention sweep deleted
     (``TICKETRY_PDF_RETENTION_DAYS``), so a sweep visits each old event once.
@@ -212,6 +225,19 @@ SCALER_FENCE: Final = "ticketry:scaler:fence"
 REPLICA_FENCE: Final = "ticketry:replica:fence"
 RENDERER_PREFIX: Final = "ticketry:renderer:"
 PDFS_PURGED: Final = "ticketry:pdfs:purged"
+OPS_SALES_CURSOR: Final = "ticketry:ops:sales:cursor"
+OPS_SALES_EVENTS: Final = "ticketry:ops:sales:events"
+OPS_SALES_EVENTS_MAX: Final = 12
+
+
+def ops_sales_orders(event_id: str) -> str:
+    """An event's orders → their status as the console last folded it."""
+    return f"ticketry:ops:sales:{event_id}:orders"
+
+
+def ops_sales_counts(event_id: str) -> str:
+    """An event's orders counted by status."""
+    return f"ticketry:ops:sales:{event_id}:counts"
 
 
 def render_lane(lane: str, quantity: int) -> str:

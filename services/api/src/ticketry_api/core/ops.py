@@ -36,3 +36,31 @@ def drain_s(backlog: int, capacity: float) -> float:
 def behind(backlog: int, capacity: float, target_s: float) -> bool:
     """A group is behind when its backlog would take longer than ``target_s`` to drain."""
     return drain_s(backlog, capacity) > target_s
+
+
+# An order's status as the console counts it, and its rank: an order only moves
+# up (processing → an outcome → cancelled), so folding one entry twice, or an
+# older entry after a newer one, changes nothing.
+ORDER_STATUSES = ("processing", "completed", "partially_failed", "failed", "cancelled")
+
+
+def order_status(event_type: str, total: int, rendered: int, failed: int) -> tuple[str, int] | None:
+    """``(status, rank)`` that a ticket event tells of its order (its counters
+    after it); None for an event that tells nothing (a re-issue's)."""
+    if event_type == "order.cancelled":
+        return "cancelled", 2
+    if event_type not in ("order.completed", "ticket.rendered", "ticket.failed"):
+        return None
+    if total <= 0 or rendered + failed < total:
+        return "processing", 0
+    if failed == 0:
+        return "completed", 1
+    return ("failed", 1) if rendered == 0 else ("partially_failed", 1)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1) of ``values`` by nearest rank; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(max(math.ceil(q * len(ordered)) - 1, 0), len(ordered) - 1)]

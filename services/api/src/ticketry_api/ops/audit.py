@@ -1,7 +1,8 @@
 """The operators' audit log (``streams.OPS_AUDIT``): who re-drove or deleted
 which dead letters, when, and what came of it. Written by the one function
 each action goes through (``audited``), whether the console or ``ticketryctl``
-asked."""
+asked; a waiting room's pause, resume or close (kind ``room``) by its route
+(``routes/waitingroom.py``), whoever called it."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from ticketry import streams
 from ticketry.db import entries_of
 from ticketry.replies import as_text
 
-Action = Literal["redrive", "delete"]
-Kind = Literal["render", "webhooks"]
+Action = Literal["redrive", "delete", "pause", "resume", "close"]
+Kind = Literal["render", "webhooks", "room"]
 DeadLetterAction = Callable[[Redis, Sequence[str]], Awaitable[dict[str, str]]]
 
 

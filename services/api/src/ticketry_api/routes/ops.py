@@ -22,7 +22,7 @@ from ticketry.auth import Principal
 
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, require
-from ticketry_api.ops import audit, feed, render_dead, status
+from ticketry_api.ops import audit, feed, render_dead
 from ticketry_api.replicas import replicated
 from ticketry_api.web.assets import load_assets
 from ticketry_api.webhooks import deadletters as webhook_dead
@@ -54,9 +54,10 @@ async def ops_page() -> Response:
 
 
 @router.get("/v1/ops/status")
-async def ops_status(_: Admin, state: State) -> dict[str, Any]:
-    """What ``ticketryctl status`` shows, with each group's consumers and the scaler's last decisions."""
-    snap = await status.console(state.redis)
+async def ops_status(request: Request, _: Admin, state: State) -> dict[str, Any]:
+    """What ``ticketryctl status`` shows, with each group's consumers, the
+    scaler's last decisions and the sales panel's rows."""
+    snap = await feed.snapshot(state.redis, state.store, _feed_of(request, state).sales)
     feed.annotate(snap, None, 0.0, state.settings.ops_drain_target_s)
     return snap
 
@@ -140,10 +141,12 @@ async def audit_log(_: Admin, state: State) -> list[dict[str, Any]]:
     return await audit.recent(state.redis)
 
 
-def _feed(request: Request, state: AppState) -> feed.Feed:
+def _feed_of(request: Request, state: AppState) -> feed.Feed:
     found: feed.Feed | None = getattr(request.app.state, "ops_feed", None)
     if found is None:
-        found = feed.Feed(state.redis, state.settings.ops_feed_interval_s, state.settings.ops_drain_target_s)
+        found = feed.Feed(
+            state.redis, state.store, state.settings.ops_feed_interval_s, state.settings.ops_drain_target_s
+        )
         request.app.state.ops_feed = found
     return found
 
@@ -151,7 +154,7 @@ def _feed(request: Request, state: AppState) -> feed.Feed:
 @router.get("/v1/ops/feed")
 async def ops_feed(request: Request, _: Admin, state: State) -> StreamingResponse:
     """Server-Sent Events: one ``data:`` line of the console's snapshot per poll."""
-    frames = _feed(request, state).frames()
+    frames = _feed_of(request, state).frames()
 
     async def events() -> AsyncIterator[bytes]:
         try:

@@ -15,6 +15,7 @@ from ticketry.ids import is_valid_id
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, require
 from ticketry_api.errors import problems
+from ticketry_api.ops import audit
 from ticketry_api.waitingroom import rooms
 from ticketry_api.waitingroom.places import QueuePlace, closed_problem, place_of
 
@@ -58,7 +59,8 @@ async def pause_queue(event_id: str, who: Organizer, state: State) -> RoomAdmiss
     """Stop admitting buyers (the event's organiser, or an admin): every place
     keeps its order and position, buyers may still join, nobody is admitted
     until ``…/queue/resume``; permissions already given stay valid until they
-    expire. The buyers' queue sockets show ``paused: true``. Again: no change."""
+    expire. The buyers' queue sockets show ``paused: true``. Again: no change.
+    Written to the operators' audit log (``GET /v1/ops/audit``), as a resume and a close are."""
     return await _set_paused(event_id, who, state, paused=True)
 
 
@@ -76,6 +78,7 @@ async def close_queue(event_id: str, who: Organizer, state: State) -> RoomAdmiss
     given stay valid until they expire. It cannot be reopened. Again: no change."""
     event = await _own_room(event_id, who, state)
     got = await rooms.close_for_good(state.redis, event.id)
+    await audit.record(state.redis, who.sub, "close", "room", event.id, {event.id: "closed"})
     return RoomAdmission(event_id=event.id, paused=False, waiting=got.waiting, admitted=got.admitted, closed=True)
 
 
@@ -97,4 +100,8 @@ async def _set_paused(event_id: str, who: Principal, state: AppState, *, paused:
     got = await rooms.set_paused(state.redis, event.id, paused)
     if got.closed:
         raise closed_problem()
+    await audit.record(
+        state.redis, who.sub, "pause" if paused else "resume", "room", event.id,
+        {event.id: "paused" if paused else "admitting"},
+    )  # fmt: skip
     return RoomAdmission(event_id=event.id, paused=got.paused, waiting=got.waiting, admitted=got.admitted)

@@ -112,6 +112,71 @@
     }
   }
 
+  // --- sales: sold / capacity per event and tier, orders by status, waiting rooms --------
+  const STATUSES = ["processing", "completed", "partially_failed", "failed", "cancelled"];
+  let salesSeen = null;
+  function roomAction(sale, action, question) {
+    const b = el("button", action[0].toUpperCase() + action.slice(1), {
+      type: "button", class: action === "close" ? "danger" : "secondary", "data-testid": "ops-room-" + action,
+    });
+    b.addEventListener("click", () => act("POST",
+      "/v1/events/" + encodeURIComponent(sale.event_id) + "/queue/" + action, null, question));
+    return b;
+  }
+  function saleItem(sale) {
+    const li = el("li", null, {
+      "data-testid": "ops-sale", "data-event": sale.event_id, "data-sold": sale.sold, "data-capacity": sale.capacity,
+    });
+    li.append(el("div", sale.name, { class: "name" }));
+    li.append(el("div", sale.event_id + " · sold " + sale.sold + " / " + sale.capacity, { class: "muted small", "data-testid": "ops-sale-sold" }));
+    const table = el("table");
+    const heads = el("tr");
+    ["tier", "sold / capacity"].forEach((h) => heads.append(el("th", h)));
+    table.append(el("thead"));
+    table.tHead.append(heads);
+    const body = el("tbody");
+    sale.tiers.forEach((t) => body.append(row([t.name + " (" + t.id + ")", t.sold + " / " + t.capacity],
+      { "data-testid": "ops-tier", "data-tier": t.id, "data-sold": t.sold, "data-capacity": t.capacity })));
+    table.append(body);
+    const wrap = el("div", null, { class: "scroll" });
+    wrap.append(table);
+    li.append(wrap);
+    li.append(el("div", "orders: " + STATUSES.map((k) => k.replace("_", " ") + " " + (sale.orders[k] || 0)).join(" · "),
+      { class: "small", "data-testid": "ops-orders" }));
+    const r = sale.room;
+    if (r) {
+      const state = r.closed ? "closed" : r.paused ? "paused" : r.sold_out ? "sold out" : "admitting";
+      li.append(el("div", "waiting room: " + state + " · waiting " + r.waiting + " · admitted " + r.admitted +
+        " · " + r.rate.toFixed(1) + " admitted/s", {
+        class: "room small", "data-testid": "ops-room", "data-paused": r.paused ? "true" : "false",
+        "data-closed": r.closed ? "true" : "false", "data-waiting": r.waiting,
+      }));
+      if (!r.closed) {
+        const actions = el("div", null, { class: "actions" });
+        actions.append(r.paused
+          ? roomAction(sale, "resume", "Resume admission to the waiting room of " + sale.name + "?")
+          : roomAction(sale, "pause", "Pause admission to the waiting room of " + sale.name + "?"));
+        actions.append(roomAction(sale, "close",
+          "Close the waiting room of " + sale.name + " for good? Nobody joins or is admitted any more; it cannot reopen."));
+        li.append(actions);
+      }
+    }
+    return li;
+  }
+  function showSales(s) {
+    if (s.sales === null || s.sales === undefined) {
+      $("sales-note").textContent = "Sales could not be read from the store; retrying.";
+      return;
+    }
+    const seen = JSON.stringify(s.sales);
+    if (seen === salesSeen) return; // unchanged: leave the buttons where they are
+    salesSeen = seen;
+    $("sales-note").textContent = s.sales.length
+      ? "Events with waiting rooms and those with the newest ticket events."
+      : "No waiting room and no recent ticket event.";
+    $("sales").replaceChildren(...s.sales.map(saleItem));
+  }
+
   // --- dead letters and the audit log ------------------------------------------------
   async function act(method, path, body, question) {
     if (!window.confirm(question)) return;
@@ -184,7 +249,7 @@
     const count = JSON.stringify([s.dead_letters, s.newest]);
     if (count !== deadSeen) { deadSeen = count; loadDead(); }
     // One panel that cannot draw a snapshot leaves the others (and the feed) going.
-    for (const show of [showStreams, showRenderers, showThroughput]) {
+    for (const show of [showStreams, showRenderers, showThroughput, showSales]) {
       try { show(s); } catch (e) { console.error("ops: " + show.name + ": " + e); }
     }
   }
