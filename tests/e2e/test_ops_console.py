@@ -113,9 +113,18 @@ async def test_console_shows_lag_throughput_and_a_poison_message_and_redrives_it
         await asyncio.to_thread(ops_stack.start_renderer)
         await expect(row).to_have_attribute("data-lag", "0")
         await expect(page.locator("[data-testid=ops-renderer]")).to_have_count(1)
+        # ... with its resident memory, from its heartbeat
+        await expect(page.locator("[data-testid=ops-renderer]")).not_to_have_attribute("data-rss", "0")
+        rss = int(await page.locator("[data-testid=ops-renderer]").get_attribute("data-rss") or 0)
+        assert 10 * 2**20 < rss < 8 * 2**30, rss
         chart = page.get_by_test_id("ops-throughput")
         await expect(chart.locator("canvas")).to_have_count(1)
         await expect(chart).not_to_have_attribute("data-peak", "0")
+        # ... and the first-ticket latency of the order (it waited for a renderer: some time, not hours)
+        latency = page.get_by_test_id("ops-latency")
+        await expect(latency).not_to_have_attribute("data-p50", "")
+        p50, p99 = [float(await latency.get_attribute(a) or 0) for a in ("data-p50", "data-p99")]
+        assert 0 < p50 <= p99 < 3_600_000, (p50, p99)
         # ... and the poisoned ticket appears among the dead letters with its reason
         (dead,) = await dead_letters_of(oapi, admin, order["id"], 1)
         item = page.locator(f"[data-testid=ops-deadletter][data-id='{dead['id']}']")

@@ -81,3 +81,30 @@ async def test_the_scripts_write_every_event_as_event_fields_spells_it(redis: Re
         type="order.cancelled", event_uuid=f"cancelled:{order_id}", order_id=order_id, ticket_id="", occurred_at=at
     )
     assert _pairs(cancelled) == [*order_event, "total", "1", "rendered", "0", "failed", "0"]
+
+
+async def _render(redis: Redis, order_id: str, ticket_id: str, entry: str, version: int = 0) -> None:
+    fields = event_fields(type="ticket.rendered", event_uuid=f"r:{ticket_id}", order_id=order_id, ticket_id=ticket_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        queue_final(
+            pipe, order_id=order_id, ticket_id=ticket_id, outcome="rendered", fields=fields,
+            source_stream=streams.RENDER_VIP, entry_id=entry, ticket_version=version,
+        )  # fmt: skip
+        await pipe.execute()
+
+
+async def test_an_orders_first_ticket_rendered_adds_its_latency_once(redis: Redis) -> None:
+    # Given a 2-ticket order whose render requests were added 5 s ago (by Redis's clock)
+    order_id = "or_" + "4" * 20
+    first, second = (f"tk_{'4' * 20}_0000{n}" for n in range(2))
+    await redis.hset(streams.order_progress(order_id), mapping={"total": 2, "order_id": order_id})
+    secs, micros = await redis.time()
+    accepted = f"{secs * 1000 + micros // 1000 - 5000}-0"
+    # When both tickets render, the first again (a redelivery), and the first is re-issued
+    await _render(redis, order_id, first, accepted)
+    await _render(redis, order_id, first, accepted)
+    await _render(redis, order_id, second, accepted)
+    await _render(redis, order_id, first, accepted, version=1)
+    # Then one latency, of the first ticket: about the 5 s since its request
+    [(_, fields)] = await redis.xrange(streams.FIRST_TICKET)
+    assert 5000 <= int(fields[streams.FIRST_TICKET_MS.encode()]) < 5000 + 60_000

@@ -70,7 +70,7 @@ def _order_event(type: EventType, order_id: str, occurred_at: str, counters: Seq
 _COUNTS = ("total", "rendered", "failed")  # the emit script's locals of the counters
 
 # KEYS: 1 ticket-events stream, 2 order done set, 3 order progress hash, 4 source stream,
-#       5 dead-letter stream
+#       5 dead-letter stream, 6 first-ticket latencies (``streams.FIRST_TICKET``)
 # ARGV: 1 group, 2 entry id to ack ('' = none), 3 the done set's member (the
 #       ticket id, ``streams.done_member``), 4 counter field ('rendered' |
 #       'failed'; '' = a re-issued ticket's render, which counts nothing), 5 ttl
@@ -106,6 +106,12 @@ if fresh == 1 then
   if #ARGV > 6 + n then
     redis.call('XADD', KEYS[5], '*', unpack(ARGV, 7 + n, #ARGV))
   end
+  if ARGV[4] == '$rendered' and rendered == 1 and failed == 0 and ARGV[2] ~= '' and KEYS[6] then
+    -- the order's first ticket: ms from its render request (added when the order was accepted)
+    local t = redis.call('TIME')
+    local waited = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(string.match(ARGV[2], '^%d+'))
+    redis.call('XADD', KEYS[6], 'MAXLEN', '~', $first_maxlen, '*', '$first_ms', math.max(waited, 0))
+  end
   if ARGV[4] ~= '' and total > 0 and rendered + failed == total and not redis.call('HGET', KEYS[3], '$completed') then
     local done = redis.call('XADD', KEYS[1], '*', $completed_event)
     redis.call('HSET', KEYS[3], '$completed', done)
@@ -120,6 +126,8 @@ return ev
 """).substitute(
     _PROGRESS,
     occurred_at=_OCCURRED_AT,
+    first_maxlen=streams.FIRST_TICKET_MAXLEN,
+    first_ms=streams.FIRST_TICKET_MS,
     ticket_counters=_lua_fields([], {}, _COUNTS),
     completed_event=_order_event("order.completed", "(p[4] or '')", "occurred_at", _COUNTS),
 )
@@ -152,6 +160,7 @@ def queue_final(
         streams.order_progress(order_id),
         source_stream or streams.RENDER_STD,
         streams.DEAD_LETTERS,
+        streams.FIRST_TICKET,
     ]
     parked = [x for k, v in (dead_letter or {}).items() for x in (k, v)]
     args = [

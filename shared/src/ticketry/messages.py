@@ -123,6 +123,12 @@ class OpsAuditEntry(_Entry):
     at: str = Field(description="Unix ms.")
 
 
+class FirstTicketEntry(_Entry):
+    """One order's first ticket rendered (``streams.FIRST_TICKET``; written by ``ticketry.emit``)."""
+
+    ms: str = Field(description="Milliseconds from the order's render request (its acceptance) to its first ticket.")
+
+
 class RoomUpdateEntry(_Entry):
     """One admission tick of a waiting room, or a pause, resume or close
     (``streams.ROOM_*`` field names)."""
@@ -184,6 +190,7 @@ SCALER_DECISION: Final = Message("ScalerDecision", ScalerDecisionEntry, "One sca
 OPS_AUDIT: Final = Message(
     "OpsAudit", OpsAuditEntry, "An operator's redrive or delete of dead letters, or a room's pause, resume or close."
 )
+FIRST_TICKET: Final = Message("FirstTicket", FirstTicketEntry, "How long an order waited for its first ticket.")
 ROOM_UPDATE: Final = Message("RoomUpdate", RoomUpdateEntry, "A waiting room's admission tick, pause, resume or close.")
 
 _LANE = (
@@ -251,6 +258,16 @@ CHANNELS: Final[tuple[Channel, ...]] = (
         f" GET /v1/ops/audit. MAXLEN ~ {streams.OPS_AUDIT_MAXLEN}.",
         (OPS_AUDIT,),
         ("api", "ticketryctl"),
+        ("api",),
+    ),
+    Channel(
+        "firstTicket",
+        streams.FIRST_TICKET,
+        "One entry per order whose first final event is ticket.rendered, added with it by the emit script: the"
+        " console's first-ticket latency p50/p99 over the last 15 minutes (XRANGE)."
+        f" MAXLEN ~ {streams.FIRST_TICKET_MAXLEN}.",
+        (FIRST_TICKET,),
+        ("renderer",),
         ("api",),
     ),
     Channel(

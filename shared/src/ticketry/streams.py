@@ -25,6 +25,12 @@ Streams
     ``ticketryctl`` user; action, kind, target, outcome, at), listed by the
     console at ``/ops`` (``ticketry_api.ops``). ``MAXLEN ~ OPS_AUDIT_MAXLEN``.
     Waiting rooms paused, resumed or closed (kind ``room``) are written there too.
+``ticketry:ops:first-ticket`` (stream: ``ms``)
+    One entry per order whose first final event is a ``ticket.rendered``,
+    added by the emit script with it (``ticketry.emit``): ms from its render
+    request's id (written when the order was accepted) to the event. The
+    console's first-ticket latency p50/p99 over the last 15 minutes.
+    ``MAXLEN ~ FIRST_TICKET_MAXLEN``.
 ``ticketry:designs:requests``
     Designs (stamping templates) to build ahead of an event's first ticket, one
     entry per event look (fields: a sample ``events.RenderRequest``), appended by
@@ -60,7 +66,7 @@ the ``PROGRESS_*`` constants)
     order's outbox entry, down when the order is refused, cancelled, or given
     up by the outbox sweep (its api crashed before recording it).
     TTL ``HELD_TTL_S``, renewed by each order.
-``ticketry:renderer:{consumer}`` (hash: pid, host, consumer, rate, busy, rendered, started; ``HEARTBEAT_*``)
+``ticketry:renderer:{consumer}`` (hash: pid, host, consumer, rate, busy, rendered, started, rss; ``HEARTBEAT_*``)
     Renderer heartbeat; TTL ``HEARTBEAT_TTL_S`` so a dead renderer disappears.
     ``rate`` is capacity (tickets per busy second), ``busy`` the share of the last
     second spent rendering.
@@ -121,6 +127,7 @@ TICKET_EVENTS: Final = "ticketry:ticket-events"
 DEAD_LETTERS: Final = "ticketry:render:dead"
 SCALER_DECISIONS: Final = "ticketry:scaler:decisions"
 OPS_AUDIT: Final = "ticketry:ops:audit"
+FIRST_TICKET: Final = "ticketry:ops:first-ticket"
 
 RENDERERS_GROUP: Final = "renderers"
 PROJECTOR_GROUP: Final = "projector"
@@ -133,6 +140,7 @@ LEADER_TTL_S: Final = 10
 EVENTS_RETENTION_S: Final = 24 * 3600
 SCALER_DECISIONS_MAXLEN: Final = 10_000
 OPS_AUDIT_MAXLEN: Final = 10_000
+FIRST_TICKET_MAXLEN: Final = 20_000
 
 # Orders up to this many tickets ride the vip lane with vip orders.
 SMALL_ORDER_MAX: Final = 20
@@ -155,6 +163,7 @@ HEARTBEAT_RATE: Final = "rate"  # tickets per busy second
 HEARTBEAT_BUSY: Final = "busy"  # share of the last second spent rendering
 HEARTBEAT_RENDERED: Final = "rendered"
 HEARTBEAT_STARTED: Final = "started"  # unix seconds
+HEARTBEAT_RSS: Final = "rss"  # resident memory, bytes
 # A dead letter (``DEAD_LETTERS``, ``WEBHOOK_DEAD``): the parked message's own
 # fields plus these, which all start with ``DLQ_PREFIX`` (re-driving drops them).
 DLQ_PREFIX: Final = "dlq_"
@@ -164,6 +173,8 @@ DLQ_SOURCE: Final = "dlq_source"  # the stream it came from
 DLQ_ENTRY: Final = "dlq_entry"  # its id there
 DLQ_CONSUMER: Final = "dlq_consumer"
 DLQ_AT: Final = "dlq_at"
+# ``ticketry:ops:first-ticket`` (``FIRST_TICKET``)
+FIRST_TICKET_MS: Final = "ms"  # an order's first ticket, ms after its acceptance
 
 # -- stream ids -------------------------------------------------------------------------
 StreamKey = tuple[int, int]

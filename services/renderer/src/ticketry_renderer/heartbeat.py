@@ -1,6 +1,7 @@
 """The renderer's heartbeat: every second, its capacity (tickets per busy
-second, ``rate.RateMeter``) and how busy it was, in a hash with a TTL that the
-scaler reads (``streams.renderer_heartbeat``); deleted when it stops."""
+second, ``rate.RateMeter``), how busy it was and its resident memory, in a
+hash with a TTL that the scaler and the console read
+(``streams.renderer_heartbeat``); deleted when it stops."""
 
 from __future__ import annotations
 
@@ -17,6 +18,17 @@ from ticketry.tasks import pause
 
 from ticketry_renderer.handlers import BatchPipeline
 from ticketry_renderer.rate import RateMeter, utilisation
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_bytes() -> int:
+    """This process's resident set size (``/proc/self/statm``); 0 where there is none."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 @dataclass
@@ -44,7 +56,7 @@ class Heartbeat:
                             streams.HEARTBEAT_PID: os.getpid(), streams.HEARTBEAT_HOST: socket.gethostname(),
                             streams.HEARTBEAT_CONSUMER: consumer, streams.HEARTBEAT_RATE: f"{self.meter.rate:.2f}",
                             streams.HEARTBEAT_BUSY: f"{self.busy:.3f}", streams.HEARTBEAT_RENDERED: rendered,
-                            streams.HEARTBEAT_STARTED: f"{self.started:.0f}",
+                            streams.HEARTBEAT_STARTED: f"{self.started:.0f}", streams.HEARTBEAT_RSS: rss_bytes(),
                         },
                     )  # fmt: skip
                     pipe.expire(key, streams.HEARTBEAT_TTL_S)

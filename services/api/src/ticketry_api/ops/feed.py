@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from ticketry import streams
 
 from ticketry_api.core.ops import Sample, behind, drain_s, rates
+from ticketry_api.ops.latency import FirstTicket
 from ticketry_api.ops.sales import Sales
 from ticketry_api.ops.status import console
 from ticketry_api.store import Store
@@ -41,10 +42,11 @@ def annotate(snap: dict[str, Any], prev: Sample | None, now: float, drain_target
     return cur
 
 
-async def snapshot(redis: Redis, store: Store, sales: Sales) -> dict[str, Any]:
-    """``status.console`` and the sales panel's rows (None when the store
-    cannot be read: the rest of the console goes on)."""
+async def snapshot(redis: Redis, store: Store, sales: Sales, first: FirstTicket) -> dict[str, Any]:
+    """``status.console``, the first-ticket latency and the sales panel's rows
+    (None when the store cannot be read: the rest of the console goes on)."""
     snap = await console(redis)
+    snap["first_ticket"] = await first.summary(redis)
     try:
         snap["sales"] = await sales.rows(redis, store, [r["event_id"] for r in snap["rooms"]])
     except Exception:
@@ -56,7 +58,7 @@ async def snapshot(redis: Redis, store: Store, sales: Sales) -> dict[str, Any]:
 class Feed:
     def __init__(self, redis: Redis, store: Store, interval_s: float, drain_target_s: float) -> None:
         self.redis, self.store, self.interval_s, self.drain_target_s = redis, store, interval_s, drain_target_s
-        self.sales = Sales()
+        self.sales, self.first_ticket = Sales(), FirstTicket()
         self.listeners = 0
         self.polls = 0  # how many snapshots were built (one per interval, whatever the listeners)
         self._latest = b""
@@ -85,7 +87,7 @@ class Feed:
         prev: Sample | None = None
         while self.listeners > 0:
             try:
-                snap = await snapshot(self.redis, self.store, self.sales)
+                snap = await snapshot(self.redis, self.store, self.sales, self.first_ticket)
                 prev = annotate(snap, prev, time.monotonic(), self.drain_target_s)
                 data = orjson.dumps(snap)
             except Exception:

@@ -76,6 +76,7 @@ async def renderers(redis: Redis) -> list[dict[str, Any]]:
             "rate": _num(data.get(streams.HEARTBEAT_RATE)), "busy": _num(data.get(streams.HEARTBEAT_BUSY)),
             "rendered": int(_num(data.get(streams.HEARTBEAT_RENDERED))),
             "started": _num(data.get(streams.HEARTBEAT_STARTED)),
+            "rss": int(_num(data.get(streams.HEARTBEAT_RSS))),  # bytes; 0 from a renderer that does not say
             # Each beat renews the TTL: what has run off it is the time since the last one.
             "beat_age_s": round(max(streams.HEARTBEAT_TTL_S - max(int(ttl_ms), 0) / 1000, 0.0), 1),
         })  # fmt: skip

@@ -57,7 +57,8 @@ async def ops_page() -> Response:
 async def ops_status(request: Request, _: Admin, state: State) -> dict[str, Any]:
     """What ``ticketryctl status`` shows, with each group's consumers, the
     scaler's last decisions and the sales panel's rows."""
-    snap = await feed.snapshot(state.redis, state.store, _feed_of(request, state).sales)
+    shared = _feed_of(request, state)
+    snap = await feed.snapshot(state.redis, state.store, shared.sales, shared.first_ticket)
     feed.annotate(snap, None, 0.0, state.settings.ops_drain_target_s)
     return snap
 

@@ -71,8 +71,10 @@
       return row([
         r.consumer, r.host + " (pid " + r.pid + ")",
         stale ? "heartbeat stopped" : r.busy > 0.05 ? "busy " + Math.round(r.busy * 100) + " %" : "idle",
-        r.rate.toFixed(1), r.rendered, r.beat_age_s.toFixed(1) + " s ago",
-      ], { "data-testid": "ops-renderer", "data-consumer": r.consumer, "data-stale": stale ? "true" : "false" });
+        r.rate.toFixed(1), r.rendered, r.rss ? (r.rss / 1048576).toFixed(0) + " MiB" : "–",
+        r.beat_age_s.toFixed(1) + " s ago",
+      ], { "data-testid": "ops-renderer", "data-consumer": r.consumer, "data-stale": stale ? "true" : "false",
+        "data-rss": r.rss || 0 });
     }));
     $("capacity").textContent = s.renderers.length + " renderer(s), capacity " + (s.capacity || 0).toFixed(1) +
       " tickets/s; render backlog: lag " + s.lag + ", pending " + s.pending;
@@ -85,7 +87,7 @@
   }
 
   // --- throughput chart (kept here, from the feed's rates) ---------------------------
-  const points = [[], [], []]; // unix seconds, rendered/s, ordered/s
+  const points = [[], [], [], [], []]; // unix seconds, rendered/s, ordered/s, first ticket p50 and p99 (ms)
   let chart = null;
   let peak = 0; // the most tickets rendered per second seen
   function chartWidth() { return Math.max($("chart").clientWidth, 280); }
@@ -94,6 +96,16 @@
     points[0].push(now);
     points[1].push(s.rates.tickets_rendered);
     points[2].push(s.rates.tickets_ordered);
+    const ft = s.first_ticket || {};
+    points[3].push(ft.p50_ms === undefined ? null : ft.p50_ms);
+    points[4].push(ft.p99_ms === undefined ? null : ft.p99_ms);
+    const lat = $("latency");
+    lat.dataset.p50 = ft.p50_ms === null || ft.p50_ms === undefined ? "" : ft.p50_ms;
+    lat.dataset.p99 = ft.p99_ms === null || ft.p99_ms === undefined ? "" : ft.p99_ms;
+    lat.textContent = ft.orders
+      ? "first ticket after the order (last 15 min, " + ft.orders + " orders): p50 " + secs(ft.p50_ms) +
+        ", p99 " + secs(ft.p99_ms)
+      : "first ticket after the order: no order in the last 15 minutes";
     while (points[0].length && points[0][0] < now - WINDOW_S) points.forEach((p) => p.shift());
     $("chart").dataset.points = points[0].length;
     peak = Math.max(peak, s.rates.tickets_rendered);
@@ -103,8 +115,10 @@
       chart = new uPlot({
         width: chartWidth(), height: 220,
         series: [{}, { label: "tickets rendered/s", stroke: "#0a6b2c", width: 2 },
-          { label: "tickets ordered/s", stroke: "#0b57d0", width: 2 }],
-        axes: [{}, { label: "per second" }],
+          { label: "tickets ordered/s", stroke: "#0b57d0", width: 2 },
+          { label: "first ticket p50 (ms)", stroke: "#8a5a00", width: 1, scale: "ms" },
+          { label: "first ticket p99 (ms)", stroke: "#b3261e", width: 1, dash: [4, 4], scale: "ms" }],
+        axes: [{}, { label: "per second" }, { scale: "ms", side: 1, label: "ms", grid: { show: false } }],
       }, points, $("chart"));
       window.addEventListener("resize", () => chart.setSize({ width: chartWidth(), height: 220 }));
     } else {
