@@ -28,6 +28,10 @@ from cryptography.hazmat.primitives.serialization import Encoding, pkcs7
 from ticketry_api.core.wallet import WalletTicket
 
 MEDIA_TYPE = "application/vnd.apple.pkpass"
+# The zip's comment names the ticket version a pass was built from, so a kept
+# pass is told current or stale without opening it (Wallet ignores the comment).
+_VERSION_COMMENT = b"ticketry ticket version "
+_END_OF_DIRECTORY = b"PK\x05\x06"  # its record: 22 bytes, the comment's length at 20, then the comment
 
 
 @dataclass(frozen=True)
@@ -125,8 +129,9 @@ def signature(manifest_json: bytes, issuer: PassIssuer) -> bytes:
     return builder.sign(Encoding.DER, [pkcs7.PKCS7Options.DetachedSignature, pkcs7.PKCS7Options.Binary])
 
 
-def build_pkpass(t: WalletTicket, issuer: PassIssuer) -> bytes:
-    """The ``.pkpass`` of ``t``: a zip of the pass, its images, manifest and signature."""
+def build_pkpass(t: WalletTicket, issuer: PassIssuer, version: int = 0) -> bytes:
+    """The ``.pkpass`` of ``t`` (at the ticket's ``version``): a zip of the
+    pass, its images, manifest and signature."""
     files = {"pass.json": orjson.dumps(pass_json(t, issuer), option=orjson.OPT_INDENT_2), **IMAGES}
     man = manifest(files)
     files |= {"manifest.json": man, "signature": signature(man, issuer)}
@@ -134,4 +139,16 @@ def build_pkpass(t: WalletTicket, issuer: PassIssuer) -> bytes:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in files.items():
             z.writestr(name, data)
+        z.comment = _VERSION_COMMENT + str(version).encode()
     return buf.getvalue()
+
+
+def pass_version(pkpass: bytes) -> int | None:
+    """The ticket version ``pkpass`` was built from (its zip's comment); None
+    for a pass without one (built before versions were noted) or not a zip."""
+    at = pkpass.rfind(_END_OF_DIRECTORY, max(0, len(pkpass) - 22 - 0xFFFF))
+    if at < 0 or len(pkpass) < at + 22:
+        return None
+    comment = pkpass[at + 22 : at + 22 + int.from_bytes(pkpass[at + 20 : at + 22], "little")]
+    number = comment.removeprefix(_VERSION_COMMENT)
+    return int(number) if comment.startswith(_VERSION_COMMENT) and number.isdigit() else None

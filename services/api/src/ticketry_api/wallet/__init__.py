@@ -1,7 +1,8 @@
 """Wallet passes of rendered tickets (docs/wallet.md): the credentials loaded
 once at start-up (a bad file fails the start, not the first pass), a ticket
 made into what a wallet shows, and its Apple pass built on first request and
-kept beside its PDF in the PDF store. The passes themselves are built by the
+kept beside its PDF in the PDF store, noting the ticket version it was built
+from (a re-issued ticket's kept pass is stale, and built again). The passes themselves are built by the
 pure ``core.pkpass`` and ``core.google_wallet``."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ticketry.documents import Event
 from ticketry.storage import PdfStore
 
 from ticketry_api.core.google_wallet import GoogleIssuer
-from ticketry_api.core.pkpass import PassIssuer, build_pkpass
+from ticketry_api.core.pkpass import PassIssuer, build_pkpass, pass_version
 from ticketry_api.core.problem import Problem
 from ticketry_api.core.wallet import WalletTicket
 from ticketry_api.readmodel import TicketOf
@@ -76,13 +77,20 @@ def wallet_ticket(t: TicketOf, event: Event, keyring: Keyring) -> WalletTicket:
     )  # fmt: skip
 
 
-async def apple_pass(pdfs: PdfStore, issuer: PassIssuer, t: WalletTicket) -> bytes:
-    """The ticket's ``.pkpass``: the one kept beside its PDF, else built now
-    (a few milliseconds, off the event loop) and kept. Two first requests at
-    once both build and both keep one; either is a whole, valid pass."""
-    kept = await pdfs.read_pass(t.order_id, t.ticket_id)
-    if kept is not None:
-        return kept
-    pkpass = await asyncio.to_thread(build_pkpass, t, issuer)
+async def kept_pass(pdfs: PdfStore, t: TicketOf) -> bytes | None:
+    """The pass kept beside the ticket's PDF if it was built from the ticket's
+    current version (None: none kept, or a re-issue made it stale). One file
+    read: a pass is only kept once its ticket was seen rendered."""
+    kept = await pdfs.read_pass(t.order_id, t.id)
+    return kept if kept is not None and pass_version(kept) == t.version else None
+
+
+async def build_pass(pdfs: PdfStore, issuer: PassIssuer, t: WalletTicket, version: int) -> bytes:
+    """The ticket's ``.pkpass`` built now (a few milliseconds, off the event
+    loop) and kept, replacing a stale one. Two first requests at once both
+    build and both keep one; either is a whole, valid pass. A request that
+    read the ticket before a re-issue keeps a pass of the old version, which
+    ``kept_pass`` refuses: the next request builds the new one."""
+    pkpass = await asyncio.to_thread(build_pkpass, t, issuer, version)
     await pdfs.put_pass(t.order_id, t.ticket_id, pkpass)
     return pkpass

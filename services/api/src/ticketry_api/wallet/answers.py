@@ -19,7 +19,7 @@ from ticketry_api.core.wallet import WalletTicket
 from ticketry_api.deps import AppState
 from ticketry_api.readmodel import TicketOf, ticket_status
 from ticketry_api.schemas import WalletLinks
-from ticketry_api.wallet import apple_pass, wallet_ticket
+from ticketry_api.wallet import build_pass, kept_pass, wallet_ticket
 
 SHOWN = ("rendered", "checked_in")  # a ticket's statuses whose wallet links are given
 
@@ -31,13 +31,18 @@ def _not_configured(which: str) -> Problem:
     )  # fmt: skip
 
 
+def _cancelled() -> Problem:
+    return Problem(410, "cancelled", "the order was cancelled: its tickets are no longer served")
+
+
 async def _rendered(state: AppState, t: TicketOf) -> WalletTicket:
     """``t`` as a wallet shows it, once its PDF is stored; else 409 (410 once cancelled)."""
     status = await ticket_status(state.store, t)
     if status == "cancelled":
-        raise Problem(410, "cancelled", "the order was cancelled: its tickets are no longer served")
-    # The PDF stored is what "rendered" means here too (pdf_answers.live_ticket_status).
-    if status == "failed" or not await state.pdf_store().exists(t.order_id, t.id):
+        raise _cancelled()
+    # The PDF stored is what "rendered" means here too (pdf_answers.live_ticket_status):
+    # looked for while the read model has no outcome yet, or a failed one (re-driven since).
+    if status not in SHOWN and (status == "failed" or not await state.pdf_store().exists(t.order_id, t.id)):
         raise Problem(409, "not rendered", "the ticket is not rendered yet: its pass follows its PDF")
     event = await state.store.event(t.event_id)
     if event is None:
@@ -46,11 +51,18 @@ async def _rendered(state: AppState, t: TicketOf) -> WalletTicket:
 
 
 async def pkpass_answer(state: AppState, t: TicketOf) -> Response:
-    """The ticket's Apple Wallet pass."""
+    """The ticket's Apple Wallet pass: the one kept at its current version
+    (the order's read already says owner, cancelled and version: one file read
+    more), else built once its PDF is stored."""
     issuer = state.wallet.apple
     if issuer is None:
         raise _not_configured("Apple Wallet")
-    body = await apple_pass(state.pdf_store(), issuer, await _rendered(state, t))
+    if t.cancelled:
+        raise _cancelled()
+    pdfs = state.pdf_store()
+    body = await kept_pass(pdfs, t)
+    if body is None:
+        body = await build_pass(pdfs, issuer, await _rendered(state, t), t.version)
     return Response(
         body, media_type=MEDIA_TYPE,
         headers={"Content-Disposition": f'attachment; filename="{t.id}.pkpass"', "Cache-Control": "private, no-store"},
