@@ -1,8 +1,9 @@
 """Wallet passes on the session stack (its throw-away wallet credentials):
 the ``.pkpass`` of a rendered ticket holds the code its PDF's QR holds, that
 code checks in, the pass verifies against the dev CA; a ticket not yet
-rendered has none; another buyer gets nothing; and the buyer's page links
-both wallets."""
+rendered has none; another buyer gets nothing; a re-issued ticket's pass
+carries its new code even where the old pass was left kept; a cancelled
+order's pass is gone; and the buyer's page links both wallets."""
 
 from __future__ import annotations
 
@@ -18,11 +19,21 @@ import jwt
 import orjson
 import pytest
 from cryptography.hazmat.primitives import serialization
+from ticketry.storage import pass_key, write_atomic
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory
 from tests.e2e.pages_support import browser, expect
-from tests.helpers import bearer, checkin_list, create_event, decode_qr, place_order, scan, wait_rendered
+from tests.helpers import (
+    bearer,
+    checkin_list,
+    create_event,
+    decode_qr,
+    eventually,
+    place_order,
+    scan,
+    wait_rendered,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -140,6 +151,75 @@ async def test_a_ticket_not_yet_rendered_has_no_pass(stack: Stack, api: httpx.As
     # ...and once rendered, it has one
     await wait_rendered(api, placed.json()["id"], buyer)
     assert (await api.get(f"/v1/tickets/{tid}/pkpass", headers=bearer(buyer))).status_code == 200
+
+
+def signature_verifies(stack: Stack, files: dict[str, bytes], folder: Path) -> bool:
+    """``openssl smime -verify`` of a pass's signature over its manifest, against the dev CA."""
+    (folder / "manifest.json").write_bytes(files["manifest.json"])
+    (folder / "signature").write_bytes(files["signature"])
+    verify = subprocess.run(
+        ["openssl", "smime", "-verify", "-inform", "DER", "-binary", "-in", str(folder / "signature"),
+         "-content", str(folder / "manifest.json"), "-CAfile", str(credentials(stack) / "ca.pem"),
+         "-purpose", "any", "-out", "/dev/null"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    return verify.returncode == 0
+
+
+async def test_a_reissued_tickets_pass_carries_its_new_code_even_where_the_old_pass_stayed(
+    stack: Stack, api: httpx.AsyncClient, token: TokenFactory, rendered: dict[str, Any], tmp_path: Path
+) -> None:
+    tid, buyer, old_code, order_id = rendered["ticket"], rendered["buyer"], rendered["code"], rendered["order"]["id"]
+    # Given the ticket's pass fetched (and kept) at its first version
+    old = await api.get(f"/v1/tickets/{tid}/pkpass", headers=bearer(buyer))
+    assert old.status_code == 200, old.text
+    assert orjson.loads(pass_files(old.content)["pass.json"])["barcodes"][0]["message"] == old_code
+    # When the ticket is re-issued to another holder
+    r = await api.post(f"/v1/tickets/{tid}/reissue", json={"holder_name": "Ada Lovelace"}, headers=bearer(buyer))
+    assert r.status_code == 202, r.text
+    # ...and the old pass is kept again (as a first request that read the ticket
+    # before the re-issue would keep it, after the re-issue deleted the old one)
+    if stack.env.get("TICKETRY_STORAGE_BACKEND", "local") == "local":
+        write_atomic(Path(stack.env["TICKETRY_STORAGE_DIR"]) / pass_key(order_id, tid), old.content)
+    # Then the pass served is the new version's: a new code, the new holder, signed
+    new = await api.get(f"/v1/tickets/{tid}/pkpass", headers=bearer(buyer))
+    assert new.status_code == 200, new.text
+    files = pass_files(new.content)
+    doc = orjson.loads(files["pass.json"])
+    new_code = doc["barcodes"][0]["message"]
+    assert new_code != old_code
+    assert doc["eventTicket"]["auxiliaryFields"][0]["value"] == "Ada Lovelace"
+    assert signature_verifies(stack, files, tmp_path)
+    # ...kept: asked again, the same pass
+    assert (await api.get(f"/v1/tickets/{tid}/pkpass", headers=bearer(buyer))).content == new.content
+
+    # ...the code the new PDF holds once it is rendered
+    async def new_pdf_code() -> bool:
+        pdf = await api.get(f"/v1/tickets/{tid}/pdf", headers=bearer(buyer))
+        return pdf.status_code == 200 and decode_qr(pdf.content) == new_code
+
+    await eventually(new_pdf_code, "the re-issued PDF holds the new pass's code")
+    # ...which admits, while the old one is revoked
+    lst = await checkin_list(api, rendered["org"], rendered["event"]["id"])
+    door = token("wallet-door-reissue", "staff", events=[rendered["event"]["id"]])
+    assert (await scan(api, door, old_code, lst)).status_code == 409
+    admitted = await scan(api, door, new_code, lst)
+    assert admitted.status_code in (200, 201), admitted.text
+
+
+async def test_a_cancelled_orders_kept_pass_is_no_longer_served(
+    api: httpx.AsyncClient, rendered: dict[str, Any]
+) -> None:
+    tid, buyer = rendered["ticket"], rendered["buyer"]
+    # Given the ticket's pass fetched and kept
+    assert (await api.get(f"/v1/tickets/{tid}/pkpass", headers=bearer(buyer))).status_code == 200
+    # When its order is cancelled
+    cancel = await api.post(f"/v1/orders/{rendered['order']['id']}/cancel", headers=bearer(buyer))
+    assert cancel.status_code == 200, cancel.text
+    # Then the pass answers 410, a problem
+    r = await api.get(f"/v1/tickets/{tid}/pkpass", headers=bearer(buyer))
+    assert r.status_code == 410, r.text
+    assert r.headers["content-type"] == "application/problem+json"
 
 
 async def test_the_buyers_page_links_both_wallets(
