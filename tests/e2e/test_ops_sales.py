@@ -3,10 +3,17 @@ headless Chromium at phone width: an event's sold / capacity per tier and its
 orders by status, and a waiting room paused and resumed from the page through
 the room's own routes, each written to the audit log. Against a stack of its
 own, so the panel lists this module's events only. Every wait is for
-something to happen, bounded far above need."""
+something to happen, bounded far above need.
+
+With ``TICKETRY_DOCS_SCREENSHOTS=1`` the console under load is saved as
+docs/img/ops-console.png (what docs/operations.md shows); otherwise into the
+test's temporary folder, so a run leaves the tree as it was."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Dialog, expect
+from playwright.async_api import Dialog, Page, expect
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory, stack_of_its_own
@@ -26,6 +33,7 @@ pytestmark = pytest.mark.e2e
 
 WAIT_S = WAIT_MS / 1000
 XSS = "<img src=x onerror=alert(1)>"
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +138,59 @@ async def test_a_room_action_on_an_event_not_there_is_404_problem_json(
         assert r.headers["content-type"].startswith("application/problem+json")
     log = (await sapi.get("/v1/ops/audit", headers=bearer(admin))).json()
     assert not [a for a in log if a["who"] == "ops-sales-admin-2"]
+
+
+async def test_a_screenshot_of_the_console_under_load(
+    sales_stack: Stack, sapi: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
+) -> None:
+    admin, org = token("ops-shot-admin", "admin"), token("ops-shot-org", "organizer")
+    async with chromium(tmp_path / "profile") as context:
+        page = await context.new_page()
+        await page.set_viewport_size({"width": 1280, "height": 900})
+        await page.goto(f"{sales_stack.api_url}/ops#token={admin}")
+        await expect(page.get_by_test_id("ops-live")).to_have_attribute("data-state", "live")
+        await _load_and_shoot(page, sapi, token, org, tmp_path)
+
+
+async def _load_and_shoot(page: Page, sapi: httpx.AsyncClient, token: TokenFactory, org: str, tmp_path: Path) -> None:
+    """With the console open (its chart starts before the load): an event
+    with two tiers and a waiting room; orders for the first; the screenshot
+    while they render."""
+    tiers = [
+        {"id": "standard", "name": "Standard", "price": "35.00", "capacity": 1500},
+        {"id": "vip", "name": "VIP", "price": "120.00", "capacity": 500, "lane": "vip"},
+    ]
+    event = await create_event(sapi, org, capacity=2000, name="Harbour Lights Festival", tiers=tiers)
+    on_sale = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    room = await create_event(sapi, org, capacity=800, name="Midnight Choir", waiting_room=True, on_sale_at=on_sale)
+    for n in range(3):
+        r = await sapi.post(f"/v1/events/{room['id']}/queue", headers=bearer(token(f"ops-shot-q{n}", "buyer")))
+        assert r.status_code == 201, r.text
+    # ... whose renderer has rendered a ticket of each tier (the load shows a warm stack)
+    warm = token("ops-shot-warm", "buyer")
+    for tier in ("standard", "vip"):
+        first = await place_order(sapi, warm, event["id"], 1, tier=tier)
+        assert first.status_code == 202, first.text
+        await wait_rendered(sapi, first.json()["id"], warm, WAIT_S)
+    # When buyers place orders, ten at once (one client may send 16 bodies at a time),
+    # more tickets than the one renderer renders in a poll or two
+    sizes = [("standard", 30)] * 10 + [("vip", 4)] * 10
+    for wave in (0, 10):
+        placed = await asyncio.gather(*(
+            place_order(sapi, token(f"ops-shot-buyer-{n}", "buyer"), event["id"], quantity, tier=tier)
+            for n, (tier, quantity) in enumerate(sizes[wave : wave + 10], start=wave)
+        ))  # fmt: skip
+        assert [r.status_code for r in placed] == [202] * 10, [r.text for r in placed]
+    # Then, while they render, the chart draws them and the panel shows what sold
+    await expect(page.get_by_test_id("ops-throughput")).not_to_have_attribute("data-peak", "0")
+    sale = page.locator(f"[data-testid=ops-sale][data-event='{event['id']}']")
+    await expect(sale).to_have_attribute("data-sold", str(2 + sum(q for _, q in sizes)))
+    await expect(page.get_by_test_id("ops-latency")).not_to_have_attribute("data-p50", "")
+    # ... the small orders' fast lane done and a few large ones (the chart has a slope to show)
+    done = sale.get_by_test_id("ops-orders")
+    await expect(done).to_have_attribute("data-completed", re.compile(r"^(1[5-9]|2[0-2])$"))
+    where = DOCS_IMG if os.environ.get("TICKETRY_DOCS_SCREENSHOTS") == "1" else tmp_path
+    where.mkdir(parents=True, exist_ok=True)
+    shot = where / "ops-console.png"
+    await page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000

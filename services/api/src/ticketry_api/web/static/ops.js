@@ -156,7 +156,7 @@
     wrap.append(table);
     li.append(wrap);
     li.append(el("div", "orders: " + STATUSES.map((k) => k.replace("_", " ") + " " + (sale.orders[k] || 0)).join(" · "),
-      { class: "small", "data-testid": "ops-orders" }));
+      { class: "small", "data-testid": "ops-orders", "data-completed": sale.orders.completed || 0 }));
     const r = sale.room;
     if (r) {
       const state = r.closed ? "closed" : r.paused ? "paused" : r.sold_out ? "sold out" : "admitting";
