@@ -18,6 +18,8 @@ stack, and several hosts (``bench/ha.py``: ``just up --ha``'s topology, one api
 direct vs two behind HAProxy, the Redis primary SIGKILLed 5 times, ~3 min),
 and wallet passes with emails on vs off (``bench/wallet_mail.py``: 200-ticket
 orders, passes fetched and mails in mailpit, ~2 min).
+The operator's console's feed: the api's CPU with 10 consoles open vs none
+(``bench/ops_feed.py``, its own stack, ~3 min).
 The rush, the crowd, the flood and the failovers add a verdict row each; a
 scenario that fails or misses its verdict is named at the end.
 """
@@ -45,6 +47,7 @@ from bench import (
     flood,
     ha,
     intl_orders,
+    ops_feed,
     replica_wait,
     rush,
     scaler_curve,
@@ -89,6 +92,7 @@ class Measured:
     replica_rows: list[Row] = field(default_factory=list)
     ha_rows: list[Row] = field(default_factory=list)
     wallet_mail_rows: list[Row] = field(default_factory=list)
+    ops_feed_rows: list[Row] = field(default_factory=list)
     intl: dict[str, Any] | None = None
 
 
@@ -135,6 +139,9 @@ def _parse_args() -> argparse.Namespace:
     )
     ap.add_argument(
         "--no-wallet-mail", action="store_true", help="skip bench/wallet_mail.py, passes and emails on vs off (~2 min)"
+    )
+    ap.add_argument(
+        "--no-ops-feed", action="store_true", help="skip bench/ops_feed.py, the console feed's api CPU (~3 min)"
     )
     ap.add_argument("--post-seconds", type=float, default=10.0)
     return ap.parse_args()
@@ -274,6 +281,15 @@ def _on_own_stacks(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -
                 out.setdefault("errors", []).append("wallet_mail: passes and emails halve throughput (its row)")
         except Exception as exc:
             out.setdefault("errors", []).append(f"wallet_mail: {type(exc).__name__}: {exc}"[:300])
+    if not (args.quick or args.no_ops_feed):
+        print("the console's feed: api CPU with 10 consoles vs none (bench/ops_feed.py) …", flush=True)
+        try:
+            got = ops_feed.run()
+            out["ops_feed"], m.ops_feed_rows = got, ops_feed.table(got)
+            if not got["ok"]:
+                out.setdefault("errors", []).append("ops_feed: 10 consoles cost the api 2 % of a core or more")
+        except Exception as exc:
+            out.setdefault("errors", []).append(f"ops_feed: {type(exc).__name__}: {exc}"[:300])
 
 
 def _rows(m: Measured) -> list[Row]:
@@ -330,6 +346,7 @@ def _rows(m: Measured) -> list[Row]:
         *m.replica_rows,
         *m.ha_rows,
         *m.wallet_mail_rows,
+        *m.ops_feed_rows,
     ]  # fmt: skip
 
 
