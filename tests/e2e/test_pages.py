@@ -476,6 +476,18 @@ async def test_a_places_link_reads_that_place_only(api: httpx.AsyncClient, token
 
 # --- the door scanner ---------------------------------------------------------------
 
+# The scanner's offline queue (IndexedDB, read from the page's origin), in scan order.
+QUEUED = """() => new Promise((resolve, reject) => {
+  const open = indexedDB.open("ticketry-scan");
+  open.onerror = () => reject(open.error);
+  open.onsuccess = () => {
+    const db = open.result;
+    const all = db.transaction("queue").objectStore("queue").getAll();
+    all.onsuccess = () => { db.close(); resolve(all.result.sort((a, b) => a.seq - b.seq)); };
+    all.onerror = () => reject(all.error);
+  };
+})"""
+
 
 async def test_scanner_camera_admits_then_already_and_refuses_another_events_ticket(
     stack: Stack, api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
@@ -641,8 +653,8 @@ async def test_scanner_offline_admits_locally_uploads_later_and_reports_a_confli
         await expect(result).to_have_attribute("data-outcome", "unknown")
         await expect(page.locator("#detail")).to_have_text("Cancelled.")
         await expect(queue).to_have_attribute("data-count", "2")
-        queued = await page.evaluate("localStorage.getItem('ticketry.scan.queue')")
-        assert [q["ticket"] for q in orjson.loads(queued)] == order["tickets"], queued
+        queued = await page.evaluate(QUEUED)  # the device's queue (IndexedDB), in scan order
+        assert [q["ticket"] for q in queued] == order["tickets"], queued
         # ...while another door, online, admits the second ticket first
         assert (await scan(api, staff_token("pages-door-5", [event["id"]]), second, door)).status_code == 200
 
@@ -660,13 +672,15 @@ async def test_scanner_offline_admits_locally_uploads_later_and_reports_a_confli
         assert await page.evaluate("document.scrollingElement.scrollWidth") <= 360  # a conflict shown, on a phone
 
         # When the device uploads both scans once more (as one that lost the answers would,
-        # the same nonces), then the server answers as the first time: still one conflict
-        await page.evaluate("q => localStorage.setItem('ticketry.scan.queue', q)", queued)
+        # the same nonces: here an older page's queue in localStorage, moved into IndexedDB at start),
+        # then the server answers as the first time: still one conflict
+        await page.evaluate("q => localStorage.setItem('ticketry.scan.queue', JSON.stringify(q))", queued)
         await page.reload()
         await expect(page.get_by_role("heading", level=1)).to_have_text("North door")
 
         async def uploaded() -> bool:
-            return bool(await page.evaluate("localStorage.getItem('ticketry.scan.queue')") == "[]")
+            moved = await page.evaluate("localStorage.getItem('ticketry.scan.queue')") is None
+            return moved and await page.evaluate(QUEUED) == []
 
         await eventually(uploaded, "the scans are uploaded once more")
         await expect(queue).to_have_attribute("data-count", "0")

@@ -5,11 +5,20 @@
 // the server would: the Ed25519 signature with the public keys it keeps
 // (GET /v1/checkins/keys), the code's event and tier against its list, the
 // event's cancelled orders (GET /v1/events/{id}/revocations) and the tickets
-// this device admitted; an admitted scan waits in a queue, kept on the
-// device, and is uploaded with its nonce when the network is back. The server
-// answers a nonce once, so a re-upload is never a second check-in; a ticket
-// that another door admitted meanwhile comes back 409 and is shown once, as a
-// conflict.
+// this device admitted. The signature is checked with WebCrypto's Ed25519, or,
+// where the browser has none, with the vendored @noble/ed25519 (loaded with
+// the page, so it is there once the network is gone).
+//
+// A scan judged offline is written to the device's queue (IndexedDB, a
+// durable transaction) before its answer is shown: a scan that cannot be
+// written is shown as such ("storage-error"), never as admitted, since nothing
+// would ever tell the server. The queue survives reloads, a killed tab and a
+// restarted phone; it is uploaded with its nonces when the network is back.
+// The server answers a nonce once, so a re-upload is never a second check-in;
+// a ticket that another door admitted meanwhile comes back 409 and is kept,
+// once per scan, in the device's list of conflicts. What an older page kept in
+// localStorage (its queue, conflicts and admitted tickets) is moved into
+// IndexedDB at start.
 //
 // On a list that allows re-entry a switch says whether the door lets guests
 // in or out; each scan carries that direction (queued offline scans too). The
@@ -30,6 +39,7 @@
     token: "ticketry.scan.token",
     list: "ticketry.scan.list",
     cache: (list) => "ticketry.scan.cache." + list,
+    // An older page's offline state, moved into IndexedDB at start (migrateLegacy).
     admitted: (list) => "ticketry.scan.admitted." + list,
     queue: "ticketry.scan.queue",
     conflicts: "ticketry.scan.conflicts",
@@ -37,7 +47,16 @@
   const REPEAT_MS = 3000; // the same code in front of the camera again: scanned again after this
   const REQUEST_MS = 8000; // no answer by then: judged offline (its nonce makes a late answer harmless)
   const REFRESH_MS = 60000; // keys, list and revocations
-  const TICKETS_DB = "ticketry-scan";
+  const DB_NAME = "ticketry-scan";
+  // 1: tickets, downloads. 2: queue (by nonce), conflicts (by nonce), admitted ("<list>/<ticket>").
+  const DB_VERSION = 2;
+  const MAX_CONFLICTS = 500; // the oldest go beyond this
+  // A queue write not done by then is given up (aborted) and shown as the storage error:
+  // on a full disk Chromium's IndexedDB can leave a small write pending, neither done nor failed.
+  const WRITE_MS = 4000;
+  // The Ed25519 fallback, fetched with the page (never first when offline).
+  const NOBLE = "/assets/vendor/noble-ed25519/index.js";
+  const SPKI_ED25519 = "302a300506032b6570032100"; // the DER prefix of a raw 32-byte Ed25519 key
   const TICKETS_PAGE = 1000; // tickets per request (the route's default)
   const MAX_TICKETS = 200000; // a bigger list is not kept (~40 MB): offline scans then show no names
 
@@ -50,6 +69,10 @@
   let synced = null; // the kept tickets' download: {list, as_of, count, tiers: {id: name}}
   let generation = 0; // bumped whenever the kept tickets are forgotten: a download begun before is not kept
   const keyObjects = new Map();
+  let pending = 0; // offline scans in the queue, as last counted
+  let storageFailed = false; // the last write to the queue failed
+  let webcryptoEd25519 = null; // null: not tried yet; false: this browser has none (the fallback verifies)
+  const noble = import(NOBLE).catch(() => null);
 
   // --- storage -------------------------------------------------------------
   function load(key, fallback) {
@@ -120,6 +143,7 @@
       wrong_list: [[220, 0, 0.45]],
       unknown: [[180, 0, 0.45]],
       revoked: [[180, 0, 0.2], [180, 0.25, 0.2]],
+      "storage-error": [[150, 0, 0.2], [150, 0.25, 0.2], [150, 0.5, 0.2]],
     }[outcome] || [];
     const now = audio.currentTime;
     for (const [freq, at, len] of tones) {
@@ -139,7 +163,7 @@
   // --- showing an answer ------------------------------------------------------
   const VERDICT = {
     admitted: "Admitted", already: "Already checked in", wrong_list: "Wrong list", unknown: "Unknown code", revoked: "Revoked code",
-    exited: "Left", not_inside: "Not inside",
+    exited: "Left", not_inside: "Not inside", "storage-error": "Not saved: do not admit",
   };
 
   // --- entry or exit (lists that allow re-entry) -------------------------------
@@ -202,15 +226,62 @@
     return out;
   }
 
-  async function publicKey(kid) {
-    if (keyObjects.has(kid)) return keyObjects.get(kid);
+  function publicKeyDer(kid) {
     const pem = cache && cache.keys[kid];
     if (!pem) return null;
     const body = pem.replace(/-----[^-]+-----/g, "").replace(/\s+/g, "");
-    const der = Uint8Array.from(atob(body), (c) => c.charCodeAt(0));
-    const key = await crypto.subtle.importKey("spki", der, { name: "Ed25519" }, false, ["verify"]);
-    keyObjects.set(kid, key);
-    return key;
+    return Uint8Array.from(atob(body), (c) => c.charCodeAt(0));
+  }
+
+  function hex(bytes) {
+    return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  // Whether ``sig`` is the key ``kid``'s signature of ``signed``: WebCrypto's
+  // Ed25519, or the vendored one where the browser has none. Which one judged
+  // is on the result box (data-verifier).
+  async function verified(kid, sig, signed) {
+    const der = publicKeyDer(kid);
+    if (!der) return false;
+    if (webcryptoEd25519 !== false) {
+      try {
+        let key = keyObjects.get(kid);
+        if (!key) {
+          key = await crypto.subtle.importKey("spki", der, { name: "Ed25519" }, false, ["verify"]);
+          keyObjects.set(kid, key);
+        }
+        const ok = await crypto.subtle.verify({ name: "Ed25519" }, key, sig, signed);
+        webcryptoEd25519 = true;
+        $("result").dataset.verifier = "webcrypto";
+        return ok;
+      } catch (e) {
+        if (webcryptoEd25519 === true) return false; // a key WebCrypto refused: not a genuine one
+        webcryptoEd25519 = false;
+      }
+    }
+    const ed = await noble;
+    $("result").dataset.verifier = "noble";
+    if (!ed || der.length !== 44 || hex(der.slice(0, 12)) !== SPKI_ED25519) return false;
+    try {
+      // zip215 false: RFC 8032's strict check, as the server's OpenSSL does.
+      return await ed.verifyAsync(sig, signed, der.slice(12), { zip215: false });
+    } catch (e) {
+      return false;
+    }
+  }
+
+  // Which Ed25519 this browser checks signatures with, found at start (on
+  // <body data-ed25519>: "webcrypto", "noble", or "none" when neither works).
+  async function probeEd25519() {
+    const basePoint = new Uint8Array(32).fill(0x66);
+    basePoint[0] = 0x58; // a valid public key: the curve's base point
+    try {
+      await crypto.subtle.importKey("raw", basePoint, { name: "Ed25519" }, false, ["verify"]);
+      if (webcryptoEd25519 === null) webcryptoEd25519 = true;
+    } catch (e) {
+      webcryptoEd25519 = false;
+    }
+    document.body.dataset.ed25519 = webcryptoEd25519 ? "webcrypto" : (await noble) ? "noble" : "none";
   }
 
   // What the server would answer, from what this device knows: {outcome, ticket, event, tier, detail}.
@@ -228,11 +299,8 @@
     if (!cache || !cache.list) return { outcome: "unknown", detail: "This device has no keys yet: it must be online once." };
     let genuine = false;
     try {
-      const key = await publicKey(kid);
-      if (key) {
-        const signed = new TextEncoder().encode(code.slice(0, code.lastIndexOf(".")));
-        genuine = await crypto.subtle.verify({ name: "Ed25519" }, key, b64urlBytes(sig), signed);
-      }
+      const signed = new TextEncoder().encode(code.slice(0, code.lastIndexOf(".")));
+      genuine = await verified(kid, b64urlBytes(sig), signed);
     } catch (e) {
       genuine = false;
     }
@@ -248,16 +316,25 @@
     return { outcome: "admitted", ticket, event, tier };
   }
 
-  function admittedHere() {
-    return new Set(load(K.admitted(listId), []));
+  // Whether this device admitted the ticket on this list (online or offline).
+  async function admittedHere(ticket) {
+    try {
+      const db = await openDb();
+      return Boolean(await result(db.transaction("admitted").objectStore("admitted").get(listId + "/" + ticket)));
+    } catch (e) {
+      return false; // no storage: the queue's write fails too, and says so
+    }
   }
 
-  function rememberAdmitted(ticket) {
+  // An online admission, remembered for offline judging (the server holds it already).
+  async function rememberAdmitted(ticket) {
     if (!ticket) return;
-    const seen = admittedHere();
-    if (seen.has(ticket)) return;
-    seen.add(ticket);
-    save(K.admitted(listId), Array.from(seen));
+    try {
+      const db = await openDb();
+      const tx = db.transaction("admitted", "readwrite");
+      tx.objectStore("admitted").put({ key: listId + "/" + ticket });
+      await finished(tx);
+    } catch (e) { /* only offline judging uses it; the server would answer a repeat as a conflict */ }
   }
 
   // --- scanning ----------------------------------------------------------------
@@ -310,7 +387,7 @@
     if (r.status === 200 && body.direction === "exit") {
       show("exited", body.holder_name, "", body.tier);
     } else if (r.status === 200) {
-      rememberAdmitted(body.ticket_id);
+      rememberAdmitted(body.ticket_id); // not awaited: the answer shows at once
       show("admitted", body.holder_name, "", body.tier);
     } else if (r.status === 409 && String(body.type || "").endsWith("/not-inside")) {
       show("not_inside", body.holder_name, body.detail || "", body.tier);
@@ -319,7 +396,7 @@
     } else if (r.status === 409 && String(body.type || "").endsWith("/revoked")) {
       show("revoked", "", "This code was replaced: the ticket was re-issued.");
     } else if (r.status === 409 && body.checked_in_at) {
-      rememberAdmitted(body.ticket_id);
+      rememberAdmitted(body.ticket_id); // not awaited: the answer shows at once
       show("already", body.holder_name, "First checked in at " + timeOf(body.checked_in_at) + ".", body.tier);
     } else if (r.status === 409) {
       show("already", body.holder_name, body.detail || "", body.tier);
@@ -344,16 +421,14 @@
       show("unknown", known.holder, "Cancelled (as of this device's last download).");
       return;
     }
+    const item = { code, list_id: listId, nonce, ticket: judged.ticket, tier: judged.tier, at: new Date().toISOString(), seq: nextSeq() };
     if (reentry()) {
       // Who is inside is the server's to say: the scan is queued as it is, its direction with it.
-      const queue = load(K.queue, []);
-      queue.push({ code, list_id: listId, nonce, direction: dir, ticket: judged.ticket, tier: judged.tier, at: new Date().toISOString() });
-      save(K.queue, queue);
+      if (!(await enqueue({ ...item, direction: dir }, false))) return;
       show(dir === "exit" ? "exited" : "admitted", known ? known.holder : "Name unknown", note, judged.tier);
-      showQueue();
       return;
     }
-    if (admittedHere().has(judged.ticket)) {
+    if (await admittedHere(judged.ticket)) {
       show("already", known ? known.holder : judged.ticket, "Already admitted by this device.", judged.tier);
       return;
     }
@@ -362,10 +437,7 @@
       show("already", known.holder, "First checked in" + when + " (as of this device's last download).", judged.tier);
       return;
     }
-    rememberAdmitted(judged.ticket);
-    const queue = load(K.queue, []);
-    queue.push({ code, list_id: listId, nonce, ticket: judged.ticket, tier: judged.tier, at: new Date().toISOString() });
-    save(K.queue, queue);
+    if (!(await enqueue(item, true))) return;
     if (known) {
       show("admitted", known.holder, note, judged.tier);
     } else {
@@ -376,19 +448,81 @@
       // revocations and the list's tiers judge a code; the kept tickets only name it.
       show("admitted", "Name unknown", "Not in this device's ticket list (sold after its last download?) · " + note, judged.tier);
     }
-    showQueue();
   }
 
-  // --- the offline queue ---------------------------------------------------------
-  function showQueue() {
-    const n = load(K.queue, []).length;
+  // --- the offline queue (IndexedDB) ---------------------------------------------
+  let seqLast = 0;
+  function nextSeq() {
+    // Upload order: the order of the scans (an entry before its exit), unique within this device.
+    seqLast = Math.max(seqLast + 1, Date.now() * 1000);
+    return seqLast;
+  }
+
+  // Writes a scan to the queue (and, for an admission, the ticket to this
+  // device's admitted ones) in one durable transaction. False, with the
+  // storage error shown, when it could not be written: the scan then never
+  // counts as admitted.
+  async function enqueue(item, admits) {
+    let tx = null;
+    const write = async () => {
+      const db = await openDb();
+      tx = db.transaction(["queue", "admitted"], "readwrite", { durability: "strict" });
+      tx.objectStore("queue").put(item);
+      if (admits) tx.objectStore("admitted").put({ key: item.list_id + "/" + item.ticket });
+      await finished(tx);
+    };
+    try {
+      await deadline(write(), WRITE_MS, () => tx && tx.abort());
+    } catch (e) {
+      storageFailed = true;
+      show("storage-error", "", "This device could not keep the scan (" + ((e && e.name) || "storage unavailable")
+        + "), so the server would never hear of it. Do not admit on this scan: check the ticket at a door that is online.");
+      await showQueue();
+      return false;
+    }
+    storageFailed = false;
+    await showQueue();
+    return true;
+  }
+
+  // ``work``, or a TimeoutError after ``ms`` (``giveUp`` called first, its own error ignored).
+  function deadline(work, ms, giveUp) {
+    let timer;
+    const late = new Promise((resolve, reject) => {
+      timer = setTimeout(() => {
+        try { giveUp(); } catch (e) { /* already done or failed */ }
+        reject(new DOMException("the storage did not answer", "TimeoutError"));
+      }, ms);
+    });
+    return Promise.race([work, late]).finally(() => clearTimeout(timer));
+  }
+
+  async function queued() {
+    const db = await openDb();
+    const items = await result(db.transaction("queue").objectStore("queue").getAll());
+    return items.sort((a, b) => (a.seq || 0) - (b.seq || 0));
+  }
+
+  async function showQueue() {
+    try {
+      const db = await openDb();
+      pending = await result(db.transaction("queue").objectStore("queue").count());
+    } catch (e) { /* the last count stands */ }
     const el = $("queue");
-    el.dataset.count = String(n);
-    el.textContent = n ? n + (n === 1 ? " offline scan waits" : " offline scans wait") + " to be uploaded." : "";
+    el.dataset.count = String(pending);
+    el.dataset.storage = storageFailed ? "failed" : "ok";
+    const waiting = pending ? pending + (pending === 1 ? " offline scan waits" : " offline scans wait") + " to be uploaded." : "";
+    const failed = storageFailed ? "This device cannot store offline scans: offline, nothing is admitted." : "";
+    el.textContent = [waiting, failed].filter(Boolean).join(" ");
   }
 
-  function showConflicts() {
-    const conflicts = load(K.conflicts, []);
+  async function showConflicts() {
+    let conflicts = [];
+    try {
+      const db = await openDb();
+      conflicts = await result(db.transaction("conflicts").objectStore("conflicts").getAll());
+    } catch (e) { /* none to show */ }
+    conflicts.sort((a, b) => String(b.at).localeCompare(String(a.at))); // newest first
     const ul = $("conflicts");
     ul.replaceChildren(
       ...conflicts.map((c) => {
@@ -396,31 +530,46 @@
         li.dataset.testid = "scan-conflict";
         li.dataset.ticket = c.ticket || "";
         li.dataset.kind = c.kind;
-        li.textContent = c.text;
+        li.textContent = [timeOf(c.at), c.text].join(" · ");
         return li;
       })
     );
+    $("conflict-count").textContent = String(conflicts.length);
+    $("conflicts-box").dataset.count = String(conflicts.length);
     $("conflicts-box").hidden = conflicts.length === 0;
   }
 
-  // One conflict per queued scan (its nonce), however often its upload is answered.
-  function conflict(item, kind, text) {
-    const conflicts = load(K.conflicts, []);
-    if (conflicts.some((c) => c.nonce === item.nonce)) return;
-    conflicts.push({ nonce: item.nonce, ticket: item.ticket, kind, text, at: new Date().toISOString() });
-    save(K.conflicts, conflicts.slice(-200));
-    showConflicts();
-    beep("already");
+  // What the server's answer to an uploaded scan says about it: a conflict {kind, text}, or null (accepted).
+  function conflictOf(item, r, body) {
+    const who = body.holder_name ? item.ticket + " (" + body.holder_name + ")" : item.ticket;
+    const type = String(body.type || "");
+    if (r.status === 409 && type.endsWith("/not-inside")) {
+      return { kind: "not_inside", text: "Ticket " + who + " was let out offline, but it was not inside." };
+    } else if (r.status === 409 && type.endsWith("/wrong-list")) {
+      return { kind: "wrong_list", text: "Ticket " + who + " was let in offline, but it is not for this list." };
+    } else if (r.status === 409 && type.endsWith("/revoked")) {
+      return { kind: "revoked", text: "Ticket " + who + " was let in offline with a code its re-issue had replaced." };
+    } else if (r.status === 409) {
+      const when = body.checked_in_at ? " at " + timeOf(body.checked_in_at) : "";
+      return { kind: "already", text: "Ticket " + who + " was let in offline here, but another door had checked it in" + when + "." };
+    } else if (r.status === 404) {
+      return { kind: "unknown", text: "Ticket " + who + " was let in offline, but it is no longer valid (cancelled)." };
+    } else if (r.status === 403) {
+      return { kind: "unknown", text: "Ticket " + who + ": this token may no longer scan on this list." };
+    }
+    return null;
   }
 
   async function upload() {
     if (uploading || !token || !online()) return;
     uploading = true;
     try {
+      await migrateLegacy();
       for (;;) {
-        const queue = load(K.queue, []);
-        if (!queue.length) break;
-        const item = queue[0];
+        let items;
+        try { items = await queued(); } catch (e) { break; }
+        if (!items.length) break;
+        const item = items[0];
         let r;
         try {
           r = await api("/v1/checkins", {
@@ -432,30 +581,77 @@
         if (r.status === 429 || r.status >= 500 || r.status === 401) break;
         let body = {};
         try { body = await r.json(); } catch (e) { body = {}; }
-        const who = body.holder_name ? item.ticket + " (" + body.holder_name + ")" : item.ticket;
-        if (r.status === 409 && String(body.type || "").endsWith("/not-inside")) {
-          conflict(item, "not_inside", "Ticket " + who + " was let out offline, but it was not inside.");
-        } else if (r.status === 409 && String(body.type || "").endsWith("/wrong-list")) {
-          conflict(item, "wrong_list", "Ticket " + who + " was let in offline, but it is not for this list.");
-        } else if (r.status === 409 && String(body.type || "").endsWith("/revoked")) {
-          conflict(item, "revoked", "Ticket " + who + " was let in offline with a code its re-issue had replaced.");
-        } else if (r.status === 409) {
-          const when = body.checked_in_at ? " at " + timeOf(body.checked_in_at) : "";
-          conflict(item, "already", "Ticket " + who + " was let in offline here, but another door had checked it in" + when + ".");
-        } else if (r.status === 404) {
-          conflict(item, "unknown", "Ticket " + who + " was let in offline, but it is no longer valid (cancelled).");
-        } else if (r.status === 403) {
-          conflict(item, "unknown", "Ticket " + who + ": this token may no longer scan on this list.");
+        const found = conflictOf(item, r, body);
+        // Answered (200 or a conflict): it leaves the queue, its conflict kept in the same transaction.
+        try {
+          const db = await openDb();
+          const tx = db.transaction(["queue", "conflicts"], "readwrite", { durability: "strict" });
+          tx.objectStore("queue").delete(item.nonce);
+          // One conflict per queued scan (its nonce), however often its upload is answered.
+          if (found) tx.objectStore("conflicts").put({ nonce: item.nonce, ticket: item.ticket, ...found, at: new Date().toISOString() });
+          await finished(tx);
+        } catch (e) {
+          break; // kept in the queue: uploaded (the same answer) next time
         }
-        // Answered (200 or a conflict above): it leaves the queue.
-        const rest = load(K.queue, []).filter((q) => q.nonce !== item.nonce);
-        save(K.queue, rest);
-        showQueue();
+        await showQueue();
+        if (found) {
+          await trimConflicts();
+          await showConflicts();
+          $("conflicts-box").open = true;
+          beep("already");
+        }
       }
     } finally {
       uploading = false;
-      showQueue();
+      await showQueue();
     }
+  }
+
+  async function trimConflicts() {
+    try {
+      const db = await openDb();
+      const all = await result(db.transaction("conflicts").objectStore("conflicts").getAll());
+      if (all.length <= MAX_CONFLICTS) return;
+      all.sort((a, b) => String(a.at).localeCompare(String(b.at)));
+      const tx = db.transaction("conflicts", "readwrite");
+      for (const c of all.slice(0, all.length - MAX_CONFLICTS)) tx.objectStore("conflicts").delete(c.nonce);
+      await finished(tx);
+    } catch (e) { /* kept, all of them */ }
+  }
+
+  // An older page kept its queue, conflicts and admitted tickets in localStorage:
+  // moved into IndexedDB in one transaction, then removed there. A scan moved
+  // twice (a page that died between the two) is only uploaded twice with its nonce.
+  async function migrateLegacy() {
+    const queue = load(K.queue, []);
+    const conflicts = load(K.conflicts, []);
+    const admittedKeys = [];
+    for (let i = 0; i < store.length; i++) {
+      const key = store.key(i);
+      if (key && key.startsWith(K.admitted(""))) admittedKeys.push(key);
+    }
+    const legacy = [K.queue, K.conflicts].filter((k) => store.getItem(k) !== null).concat(admittedKeys);
+    if (!legacy.length) return;
+    try {
+      const db = await openDb();
+      const tx = db.transaction(["queue", "conflicts", "admitted"], "readwrite", { durability: "strict" });
+      for (const item of Array.isArray(queue) ? queue : []) {
+        if (item && item.nonce && item.code && item.list_id) tx.objectStore("queue").put({ ...item, seq: item.seq || nextSeq() });
+      }
+      for (const c of Array.isArray(conflicts) ? conflicts : []) {
+        if (c && c.nonce) tx.objectStore("conflicts").put(c);
+      }
+      for (const key of admittedKeys) {
+        const list = key.slice(K.admitted("").length);
+        for (const ticket of load(key, [])) tx.objectStore("admitted").put({ key: list + "/" + ticket });
+      }
+      await finished(tx);
+    } catch (e) {
+      return; // left where it is: moved at the next start or upload
+    }
+    legacy.forEach((k) => store.removeItem(k));
+    await showQueue();
+    await showConflicts();
   }
 
   // --- what the device keeps: list, keys, revocations ------------------------------
@@ -495,19 +691,32 @@
     }
   }
 
-  // --- the list's tickets on the device (IndexedDB) --------------------------------------
+  // --- the device's database (IndexedDB): the list's tickets, the offline queue --------
   let opened = null;
-  function ticketsDb() {
+  function openDb() {
     if (!opened) {
-      opened = new Promise((resolve, reject) => {
-        const req = indexedDB.open(TICKETS_DB, 1);
+      // Bounded, as the writes are: a disk in trouble can leave an open pending.
+      opened = deadline(new Promise((resolve, reject) => {
+        const req = indexedDB.open(DB_NAME, DB_VERSION);
         req.onupgradeneeded = () => {
-          req.result.createObjectStore("tickets", { keyPath: "key" }); // "<list>/<ticket>"
-          req.result.createObjectStore("downloads", { keyPath: "list" });
+          const db = req.result;
+          const make = (name, keyPath) => { if (!db.objectStoreNames.contains(name)) db.createObjectStore(name, { keyPath }); };
+          make("tickets", "key"); // "<list>/<ticket>"
+          make("downloads", "list");
+          make("queue", "nonce"); // offline scans waiting to be uploaded
+          make("conflicts", "nonce"); // what their uploads were answered with, when not accepted
+          make("admitted", "key"); // "<list>/<ticket>": admitted by this device
         };
-        req.onsuccess = () => resolve(req.result);
+        req.onsuccess = () => {
+          const db = req.result;
+          // A newer page in another tab upgrades the database: this one lets go and opens it again.
+          db.onversionchange = () => { db.close(); opened = null; };
+          db.onclose = () => { opened = null; };
+          resolve(db);
+        };
         req.onerror = () => reject(req.error);
-      });
+        req.onblocked = () => reject(new DOMException("another tab holds an older scanner open", "InvalidStateError"));
+      }), WRITE_MS, () => {});
       opened.catch(() => { opened = null; });
     }
     return opened;
@@ -532,7 +741,7 @@
   async function keptTicket(ticket) {
     if (!synced || synced.list !== listId) return null;
     try {
-      const db = await ticketsDb();
+      const db = await openDb();
       return (await result(db.transaction("tickets").objectStore("tickets").get(listId + "/" + ticket))) || null;
     } catch (e) {
       return null;
@@ -541,7 +750,7 @@
 
   async function loadDownload() {
     try {
-      const db = await ticketsDb();
+      const db = await openDb();
       const got = await result(db.transaction("downloads").objectStore("downloads").get(listId || ""));
       if (got && got.list === listId) synced = got;
     } catch (e) { /* nothing kept */ }
@@ -554,7 +763,7 @@
     synced = null;
     showSync();
     try {
-      const db = await ticketsDb();
+      const db = await openDb();
       const tx = db.transaction(["tickets", "downloads"], "readwrite");
       tx.objectStore("tickets").clear();
       tx.objectStore("downloads").clear();
@@ -597,7 +806,7 @@
         cursor = page.next;
       } while (cursor);
       const download = { list, as_of: asOf, count: rows.length, tiers };
-      const db = await ticketsDb();
+      const db = await openDb();
       // Checked right before the transaction: one that forgets, begun later, runs after this one.
       if (began !== generation || list !== listId) return false;
       const tx = db.transaction(["tickets", "downloads"], "readwrite");
@@ -786,8 +995,9 @@
     $("setup").hidden = true;
     $("scanner").hidden = false;
     showNetwork();
-    showQueue();
-    showConflicts();
+    await migrateLegacy();
+    await showQueue();
+    await showConflicts();
     await loadDownload();
     await refresh();
     if (!listId) return;
@@ -815,12 +1025,21 @@
     forgetTickets();
     setup("Choose a check-in list.");
   });
-  $("forget").addEventListener("click", () => {
-    if (load(K.queue, []).length && !window.confirm("Offline scans are still waiting to upload. Sign out anyway?")) return;
-    [K.token, K.list, K.queue, K.conflicts].forEach((k) => store.removeItem(k));
+  $("forget").addEventListener("click", async () => {
+    await showQueue();
+    if (pending && !window.confirm("Offline scans are still waiting to upload. Sign out anyway?")) return;
+    [K.token, K.list].forEach((k) => store.removeItem(k));
     token = null;
     listId = null;
     forgetTickets();
+    try {
+      const db = await openDb();
+      const tx = db.transaction(["queue", "conflicts", "admitted"], "readwrite");
+      ["queue", "conflicts", "admitted"].forEach((name) => tx.objectStore(name).clear());
+      await finished(tx);
+    } catch (e) { /* nothing kept */ }
+    await showQueue();
+    await showConflicts();
     setup("");
   });
   // Back online: the queue first, so the download that follows has its admissions.
@@ -829,5 +1048,6 @@
   setInterval(() => { if (online()) upload(); }, 5000);
   setInterval(() => { refresh(); }, REFRESH_MS);
 
+  probeEd25519();
   (changedHands ? forgetTickets() : Promise.resolve()).then(begin);
 })();
