@@ -95,7 +95,7 @@ async def test_poison_requests_are_dead_lettered_and_redriven_once(tmp_path: Pat
             assert t["status"] == "failed" and t["reason"]
 
             # And three dead letters: two malformed at once, one after N attempts with its history
-            await wait_until(lambda: _dead_letters_are(redis, 3), 60)
+            await wait_until(lambda: _dead_letters_are(redis, 3), 240)
             listed = orjson.loads(ctl(env, "dlq", "list", "--json").stdout)
             assert len(listed) == 3
             malformed = [d for d in listed if not d["redrivable"]]
@@ -128,7 +128,7 @@ async def test_poison_requests_are_dead_lettered_and_redriven_once(tmp_path: Pat
             assert [k for k, _ in kinds].count("order.completed") == 2  # partially_failed, then completed
             assert len(pdfs(stack, order["id"])) == 10
             assert await redis.xlen(streams.DEAD_LETTERS) == 2
-            await wait_until(lambda: _no_pending(redis), 60)
+            await wait_until(lambda: _no_pending(redis), 240)
     finally:
         await redis.aclose()
         await mongo.close()

@@ -227,3 +227,16 @@ AUDIO_STAND_IN = """
   window.webkitAudioContext = AudioContext;
 })();
 """
+
+
+# The scanner's offline queue (IndexedDB, read from the page's origin), in scan order.
+QUEUED = """() => new Promise((resolve, reject) => {
+  const open = indexedDB.open("ticketry-scan");
+  open.onerror = () => reject(open.error);
+  open.onsuccess = () => {
+    const db = open.result;
+    const all = db.transaction("queue").objectStore("queue").getAll();
+    all.onsuccess = () => { db.close(); resolve(all.result.sort((a, b) => a.seq - b.seq)); };
+    all.onerror = () => reject(all.error);
+  };
+})"""

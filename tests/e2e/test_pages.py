@@ -31,7 +31,15 @@ from ticketry_devstack.procs import Stack
 from websockets.typing import Subprotocol
 
 from tests.conftest import TokenFactory, stack_of_its_own
-from tests.e2e.pages_support import AUDIO_STAND_IN, BARCODE_DETECTOR_STAND_IN, WAIT_MS, browser, qr_picture, write_y4m
+from tests.e2e.pages_support import (
+    AUDIO_STAND_IN,
+    BARCODE_DETECTOR_STAND_IN,
+    QUEUED,
+    WAIT_MS,
+    browser,
+    qr_picture,
+    write_y4m,
+)
 from tests.helpers import bearer, checkin_list, create_event, decode_qr, eventually, place_order, scan
 
 pytestmark = pytest.mark.e2e
@@ -475,18 +483,6 @@ async def test_a_places_link_reads_that_place_only(api: httpx.AsyncClient, token
 
 
 # --- the door scanner ---------------------------------------------------------------
-
-# The scanner's offline queue (IndexedDB, read from the page's origin), in scan order.
-QUEUED = """() => new Promise((resolve, reject) => {
-  const open = indexedDB.open("ticketry-scan");
-  open.onerror = () => reject(open.error);
-  open.onsuccess = () => {
-    const db = open.result;
-    const all = db.transaction("queue").objectStore("queue").getAll();
-    all.onsuccess = () => { db.close(); resolve(all.result.sort((a, b) => a.seq - b.seq)); };
-    all.onerror = () => reject(all.error);
-  };
-})"""
 
 
 async def test_scanner_camera_admits_then_already_and_refuses_another_events_ticket(

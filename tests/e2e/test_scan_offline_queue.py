@@ -36,24 +36,13 @@ from ticketry.codes import load_keyring
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory
-from tests.e2e.pages_support import CHROMIUM_ARGS, PHONE, WAIT_MS, browser, chromium_path
+from tests.e2e.pages_support import CHROMIUM_ARGS, PHONE, QUEUED, WAIT_MS, browser, chromium_path
 from tests.helpers import bearer, checkin_list, create_event, place_order, scan, until
 
 pytestmark = pytest.mark.e2e
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
-# The scanner's offline queue (IndexedDB, read from the page's origin), in scan order.
-QUEUED = """() => new Promise((resolve, reject) => {
-  const open = indexedDB.open("ticketry-scan");
-  open.onerror = () => reject(open.error);
-  open.onsuccess = () => {
-    const db = open.result;
-    const all = db.transaction("queue").objectStore("queue").getAll();
-    all.onsuccess = () => { db.close(); resolve(all.result.sort((a, b) => a.seq - b.seq)); };
-    all.onerror = () => reject(all.error);
-  };
-})"""
 
 # A browser without WebCrypto Ed25519 (Chromium before 137, Safari before 17,
 # Firefox before 129): importKey and verify reject the algorithm as such a
