@@ -110,9 +110,13 @@ async def test_console_shows_lag_throughput_and_a_poison_message_and_redrives_it
         row = stream_row(page, streams.RENDER_VIP, streams.RENDERERS_GROUP)
         await expect(row).to_have_attribute("data-lag", "3")
         # When a renderer starts: the lag returns to 0, the chart draws tickets rendered
+        busy = "() => [...document.querySelectorAll('[data-testid=ops-renderer]')].some((r) => +r.dataset.recent > 0)"
+        recent = asyncio.ensure_future(page.wait_for_function(busy, timeout=WAIT_MS))  # watched from now on
         await asyncio.to_thread(ops_stack.start_renderer)
         await expect(row).to_have_attribute("data-lag", "0")
         await expect(page.locator("[data-testid=ops-renderer]")).to_have_count(1)
+        # ... its tickets/s over the last 10 s above 0 while it rendered them
+        await recent
         # ... with its resident memory, from its heartbeat
         await expect(page.locator("[data-testid=ops-renderer]")).not_to_have_attribute("data-rss", "0")
         rss = int(await page.locator("[data-testid=ops-renderer]").get_attribute("data-rss") or 0)

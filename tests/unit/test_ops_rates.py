@@ -4,12 +4,13 @@ of a snapshot (ticketry_api.ops.feed.annotate). Plain data, no server."""
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any
 
 import pytest
 from ticketry import streams
-from ticketry_api.core.ops import Sample, behind, drain_s, rates
-from ticketry_api.ops.feed import annotate
+from ticketry_api.core.ops import Sample, behind, drain_s, rates, recent_rates
+from ticketry_api.ops.feed import RENDERER_WINDOW_S, annotate, per_renderer
 
 
 def test_rates_are_per_second_between_two_samples() -> None:
@@ -65,3 +66,25 @@ def test_the_feed_marks_the_render_group_behind_and_carries_the_rates() -> None:
     annotate(idle, None, 0.0, drain_target_s=20.0)
     group = idle["streams"][streams.RENDER_VIP]["groups"][streams.RENDERERS_GROUP]
     assert group["behind"] is True and group["drain_s"] is None
+
+
+def test_recent_rates_are_over_the_window_or_the_feeds_whole_life_if_shorter() -> None:
+    history = [Sample(float(t), {"r1": 10 * t}) for t in range(0, 13)]  # 10 tickets/s for 12 s
+    cur = Sample(13.0, {"r1": 130 + 5})  # … then 5 in the last second
+    # against t=3 (the newest at least 10 s back): (135 - 30) / 10
+    assert recent_rates(history, cur, 10.0) == {"r1": 10.5}
+    # a feed 2 s old: against its oldest sample
+    assert recent_rates(history[:2], Sample(2.0, {"r1": 30}), 10.0) == {"r1": 15.0}
+    assert recent_rates([], cur, 10.0) == {"r1": 0.0}
+
+
+def test_each_renderer_gets_its_own_recent_rate_and_the_history_stays_one_window_long() -> None:
+    history: deque[Sample] = deque()
+    for t in range(0, 31):
+        renderers = [{"consumer": "a", "rendered": 20 * t}, {"consumer": "b", "rendered": 0}]
+        if t >= 25:
+            renderers.append({"consumer": "new", "rendered": 7})  # joined late: nothing rendered since
+        snap: dict[str, Any] = {"renderers": renderers}
+        per_renderer(snap, history, float(t))
+    assert {r["consumer"]: r["recent"] for r in snap["renderers"]} == {"a": 20.0, "b": 0.0, "new": 0.0}
+    assert history[-1].at - history[0].at <= RENDERER_WINDOW_S + 1

@@ -4,7 +4,7 @@ counters, and whether a render group is behind its drain target. Plain data."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -24,6 +24,18 @@ def rates(prev: Sample | None, cur: Sample) -> dict[str, float]:
     if prev is None or dt <= 0:
         return dict.fromkeys(cur.counters, 0.0)
     return {k: round(max(v - prev.counters.get(k, v), 0) / dt, 2) for k, v in cur.counters.items()}
+
+
+def recent_rates(history: Sequence[Sample], cur: Sample, window_s: float) -> dict[str, float]:
+    """Each counter's rate over about the last ``window_s``: against the newest
+    of ``history`` (oldest first) at least ``window_s`` before ``cur``, else
+    against its oldest (a feed younger than the window); all 0 with none."""
+    base = history[0] if history else None
+    for sample in history:
+        if cur.at - sample.at < window_s:
+            break
+        base = sample
+    return rates(base, cur)
 
 
 def drain_s(backlog: int, capacity: float) -> float:

@@ -9,6 +9,7 @@ import asyncio
 import contextvars
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -16,7 +17,7 @@ import orjson
 from redis.asyncio import Redis
 from ticketry import streams
 
-from ticketry_api.core.ops import Sample, behind, drain_s, rates
+from ticketry_api.core.ops import Sample, behind, drain_s, rates, recent_rates
 from ticketry_api.ops.latency import FirstTicket
 from ticketry_api.ops.sales import Sales
 from ticketry_api.ops.status import console
@@ -40,6 +41,22 @@ def annotate(snap: dict[str, Any], prev: Sample | None, now: float, drain_target
             g["drain_s"] = None if seconds == float("inf") else round(seconds, 1)
             g["behind"] = behind(backlog, capacity, drain_target_s)
     return cur
+
+
+RENDERER_WINDOW_S = 10.0  # each renderer's tickets/s is over this long
+
+
+def per_renderer(snap: dict[str, Any], history: deque[Sample], now: float) -> None:
+    """Each renderer's tickets/s over the last :data:`RENDERER_WINDOW_S`
+    (``recent``), from its ``rendered`` count in this poll and the earlier
+    ones ``history`` keeps (oldest first, trimmed here)."""
+    cur = Sample(now, {r["consumer"]: r["rendered"] for r in snap["renderers"]})
+    recent = recent_rates(history, cur, RENDERER_WINDOW_S)
+    for r in snap["renderers"]:
+        r["recent"] = recent.get(r["consumer"], 0.0)
+    history.append(cur)
+    while len(history) > 1 and now - history[1].at >= RENDERER_WINDOW_S:
+        history.popleft()
 
 
 async def snapshot(redis: Redis, store: Store, sales: Sales, first: FirstTicket) -> dict[str, Any]:
@@ -85,10 +102,13 @@ class Feed:
 
     async def _poll(self) -> None:
         prev: Sample | None = None
+        rendered: deque[Sample] = deque()  # each renderer's count, per poll of the last RENDERER_WINDOW_S
         while self.listeners > 0:
             try:
                 snap = await snapshot(self.redis, self.store, self.sales, self.first_ticket)
-                prev = annotate(snap, prev, time.monotonic(), self.drain_target_s)
+                now = time.monotonic()
+                prev = annotate(snap, prev, now, self.drain_target_s)
+                per_renderer(snap, rendered, now)
                 data = orjson.dumps(snap)
             except Exception:
                 log.exception("ops feed: poll failed; will retry")

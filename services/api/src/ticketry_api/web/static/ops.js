@@ -71,10 +71,10 @@
       return row([
         r.consumer, r.host + " (pid " + r.pid + ")",
         stale ? "heartbeat stopped" : r.busy > 0.05 ? "busy " + Math.round(r.busy * 100) + " %" : "idle",
-        r.rate.toFixed(1), r.rendered, r.rss ? (r.rss / 1048576).toFixed(0) + " MiB" : "–",
+        (r.recent || 0).toFixed(1), r.rate.toFixed(1), r.rendered, r.rss ? (r.rss / 1048576).toFixed(0) + " MiB" : "–",
         r.beat_age_s.toFixed(1) + " s ago",
       ], { "data-testid": "ops-renderer", "data-consumer": r.consumer, "data-stale": stale ? "true" : "false",
-        "data-rss": r.rss || 0 });
+        "data-rss": r.rss || 0, "data-recent": r.recent || 0 });
     }));
     $("capacity").textContent = s.renderers.length + " renderer(s), capacity " + (s.capacity || 0).toFixed(1) +
       " tickets/s; render backlog: lag " + s.lag + ", pending " + s.pending;
