@@ -37,7 +37,7 @@ from tests.chaos.support import (
 from tests.conftest import TokenFactory, make_stack
 from tests.helpers import bearer, create_event, place_order
 
-pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(900)]
 
 # The chaos lasts until this many kills and accepted orders (each counted, not
 # fitted into a number of seconds: a slow machine takes longer to restart the

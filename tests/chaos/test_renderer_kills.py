@@ -53,6 +53,7 @@ CHAOS_DEADLINE_S = 400
 
 @pytest.mark.timeout(1200)
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 async def test_sigkill_a_renderer_every_second(tmp_path: Path, token: TokenFactory) -> None:
     stack = await asyncio.to_thread(make_stack, tmp_path, RENDERERS, RENDERER_KILL_ENV)
     redis = redis_of(stack)

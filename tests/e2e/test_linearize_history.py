@@ -25,6 +25,7 @@ SCANNERS = 4
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # beside the --ha topology in the slow lane it took over 300 s
 async def test_racing_orders_and_scans_make_a_linearizable_history(
     api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
 ) -> None:
