@@ -52,6 +52,10 @@ from ticketry_api.store.tickets import issue_id
 log = logging.getLogger(__name__)
 
 
+def _key_retired() -> Problem:
+    return Problem(409, "re-issue unavailable", "the key this ticket was issued under no longer signs")
+
+
 def _request(state: AppState, t: TicketOf, order: Order, event: Event, holder_name: str, version: int) -> RenderRequest:
     where = order_of_ticket(t.id)
     if where is None:
@@ -63,7 +67,7 @@ def _request(state: AppState, t: TicketOf, order: Order, event: Event, holder_na
             kid=t.key_id, version=version,
         )  # fmt: skip
     except KeyError:
-        raise Problem(409, "re-issue unavailable", "the key this ticket was issued under no longer signs") from None
+        raise _key_retired() from None
 
 
 async def reissue(state: AppState, t: TicketOf, holder_name: str, who: Principal) -> int:
@@ -79,7 +83,7 @@ async def reissue(state: AppState, t: TicketOf, holder_name: str, who: Principal
     try:
         old_code = state.keyring.sign(t.id, t.event_id, t.tier, kid=t.key_id, version=t.version)
     except KeyError:
-        raise Problem(409, "re-issue unavailable", "the key this ticket was issued under no longer signs") from None
+        raise _key_retired() from None
     issue = TicketIssue(
         id=issue_id(t.id, version), ticket_id=t.id, order_id=t.order_id, event_id=t.event_id, version=version,
         holder_name=holder_name, revoked_code=old_code, by=who.sub,
@@ -114,9 +118,8 @@ async def sweep_reissues(state: AppState, grace_s: float) -> int:
     for raw in stale:
         member = as_text(raw)
         ticket_id, _, version = member.rpartition("@")
-        t = await ticket_of(state.store, ticket_id)
-        issue = await state.store.tickets.current_issue(ticket_id)
-        if t is None or t.cancelled or issue is None or issue.version != int(version):
+        t = await ticket_of(state.store, ticket_id)  # its holder and version are its newest re-issue's
+        if t is None or t.cancelled or t.version != int(version):
             await state.redis.zrem(streams.REISSUES_IN_FLIGHT, member)  # lost its race, or a newer one came
             continue
         order, event = await state.store.orders.with_holders(t.order_id), await state.store.event(t.event_id)
@@ -124,10 +127,10 @@ async def sweep_reissues(state: AppState, grace_s: float) -> int:
             await state.redis.zrem(streams.REISSUES_IN_FLIGHT, member)
             continue
         try:
-            req = _request(state, t, order, event, issue.holder_name, issue.version)
+            req = _request(state, t, order, event, t.holder_name, t.version)
         except Problem:
             await state.redis.zrem(streams.REISSUES_IN_FLIGHT, member)  # its key retired: nothing can be signed
             continue
         await _send(state.redis, req, member)
-        log.warning("outbox: re-issue render sent again", extra={"ticket_id": ticket_id, "version": issue.version})
+        log.warning("outbox: re-issue render sent again", extra={"ticket_id": ticket_id, "version": t.version})
     return len(stale)
