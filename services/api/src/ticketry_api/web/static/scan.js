@@ -34,7 +34,7 @@
 
 (function () {
   const $ = (id) => document.getElementById(id);
-  const store = window.localStorage;
+  const store = window.localStorage; // only an older page's state, moved into IndexedDB
   const K = {
     token: "ticketry.scan.token",
     list: "ticketry.scan.list",
@@ -49,7 +49,8 @@
   const REFRESH_MS = 60000; // keys, list and revocations
   const DB_NAME = "ticketry-scan";
   // 1: tickets, downloads. 2: queue (by nonce), conflicts (by nonce), admitted ("<list>/<ticket>").
-  const DB_VERSION = 2;
+  // 3: device (by key): "signin" (the token and list) and "cache/<list>" (its keys and revocations).
+  const DB_VERSION = 3;
   const MAX_CONFLICTS = 500; // the oldest go beyond this
   // A queue write not done by then is given up (aborted) and shown as the storage error:
   // on a full disk Chromium's IndexedDB can leave a small write pending, neither done nor failed.
@@ -84,20 +85,9 @@
     }
   }
 
-  function save(key, value) {
-    try { store.setItem(key, JSON.stringify(value)); } catch (e) { /* full: the queue still lives in memory */ }
-  }
-
-  // --- the fragment: token and list, kept on the device, cleared from the URL ---
+  // --- the fragment: token and list, kept on the device (signIn), cleared from the URL ---
   const fragment = new URLSearchParams(location.hash.slice(1));
-  // Another staff token or another list than the device kept: the kept tickets go.
-  const changedHands = (fragment.get("token") && fragment.get("token") !== store.getItem(K.token))
-    || (fragment.get("list") && fragment.get("list") !== store.getItem(K.list));
-  if (fragment.get("token")) store.setItem(K.token, fragment.get("token"));
-  if (fragment.get("list")) store.setItem(K.list, fragment.get("list"));
   if (location.hash) history.replaceState(null, "", location.pathname + location.search);
-  token = store.getItem(K.token);
-  listId = store.getItem(K.list);
 
   // --- network state ---------------------------------------------------------
   function online() {
@@ -654,6 +644,81 @@
     await showConflicts();
   }
 
+  // --- how this device signs in (IndexedDB, durably) ------------------------------
+  // The token and list live in the device's database, written with strict
+  // durability and awaited before the page counts a set-up as done:
+  // localStorage reaches the disk lazily (seconds later in Chromium), so a
+  // phone that died right after being set up would have lost them. An older
+  // page's localStorage sign-in is moved in at start.
+  async function keptSignIn() {
+    try {
+      const db = await openDb();
+      return (await result(db.transaction("device").objectStore("device").get("signin"))) || null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  // Writes the current sign-in (or its absence); false when the storage would not keep it.
+  async function keepSignIn() {
+    let tx = null;
+    const write = async () => {
+      const db = await openDb();
+      tx = db.transaction("device", "readwrite", { durability: "strict" });
+      if (token) tx.objectStore("device").put({ key: "signin", token, list: listId });
+      else tx.objectStore("device").delete("signin");
+      await finished(tx);
+    };
+    try {
+      await deadline(write(), WRITE_MS, () => tx && tx.abort());
+      return true;
+    } catch (e) {
+      return false; // kept in memory only: this page works, a restart asks again
+    }
+  }
+
+  async function keptCache(list) {
+    try {
+      const db = await openDb();
+      const got = await result(db.transaction("device").objectStore("device").get("cache/" + list));
+      if (got) return got.cache;
+    } catch (e) { /* an older page's, below */ }
+    return load(K.cache(list), null);
+  }
+
+  async function keepCache(list, value) {
+    try {
+      const db = await openDb();
+      const tx = db.transaction("device", "readwrite", { durability: "strict" });
+      tx.objectStore("device").put({ key: "cache/" + list, cache: value });
+      await finished(tx);
+      store.removeItem(K.cache(list));
+    } catch (e) { /* judged with what is in memory; downloaded again at the next refresh */ }
+  }
+
+  // At start: the kept sign-in (or an older page's, moved in), then the fragment's.
+  async function start() {
+    let kept = await keptSignIn();
+    if (!kept && store.getItem(K.token)) {
+      kept = { token: store.getItem(K.token), list: store.getItem(K.list) };
+      token = kept.token;
+      listId = kept.list;
+      if (await keepSignIn()) [K.token, K.list].forEach((k) => store.removeItem(k));
+    }
+    token = kept ? kept.token : null;
+    listId = kept ? kept.list : null;
+    // Another staff token or another list than the device kept: the kept tickets go.
+    const changedHands = (fragment.get("token") && fragment.get("token") !== token)
+      || (fragment.get("list") && fragment.get("list") !== listId);
+    if (fragment.get("token")) token = fragment.get("token");
+    if (fragment.get("list")) listId = fragment.get("list");
+    if (changedHands) {
+      await keepSignIn();
+      await forgetTickets();
+    }
+    await begin();
+  }
+
   // --- what the device keeps: list, keys, revocations ------------------------------
   async function refresh() {
     if (!token || !listId || !online()) return false;
@@ -661,8 +726,8 @@
       const lr = await api("/v1/checkin-lists/" + encodeURIComponent(listId));
       if (lr.status === 401) { setup("The staff token is invalid or expired."); return false; }
       if (lr.status === 403 || lr.status === 404) {
-        store.removeItem(K.list);
         listId = null;
+        keepSignIn();
         forgetTickets();
         setup(lr.status === 403 ? "This token may not scan on that list." : "That check-in list does not exist.");
         return false;
@@ -682,7 +747,7 @@
       const codes = Array.from(new Set([...(prev ? prev.codes || [] : []), ...(rv.codes || []).map((c) => c.code)]));
       cache = { list, keys, revoked: rv.orders, codes, codesAsOf: rv.as_of, at: new Date().toISOString() };
       keyObjects.clear();
-      save(K.cache(listId), cache);
+      keepCache(listId, cache);
       $("list-name").textContent = list.name;
       showDirection();
       return true;
@@ -706,6 +771,7 @@
           make("queue", "nonce"); // offline scans waiting to be uploaded
           make("conflicts", "nonce"); // what their uploads were answered with, when not accepted
           make("admitted", "key"); // "<list>/<ticket>": admitted by this device
+          make("device", "key"); // "signin": how this device signs in; "cache/<list>": what it judges with
         };
         req.onsuccess = () => {
           const db = req.result;
@@ -946,7 +1012,7 @@
       return;
     }
     token = t;
-    store.setItem(K.token, token);
+    await keepSignIn();
     let r;
     try {
       r = await api("/v1/events/" + encodeURIComponent(eventId) + "/checkin-lists");
@@ -980,7 +1046,7 @@
   async function choose(id) {
     if (id !== listId || (synced && synced.list !== id)) await forgetTickets();
     listId = id;
-    store.setItem(K.list, id);
+    await keepSignIn(); // kept (durably) before the scanner shows: a phone that dies now is still set up
     await begin();
   }
 
@@ -989,7 +1055,7 @@
       setup(token ? "Choose a check-in list." : "");
       return;
     }
-    cache = load(K.cache(listId), null);
+    cache = await keptCache(listId);
     if (cache && cache.list) $("list-name").textContent = cache.list.name;
     showDirection();
     $("setup").hidden = true;
@@ -1020,17 +1086,17 @@
   $("direction").addEventListener("change", showDirection);
   $("setup-form").addEventListener("submit", loadLists);
   $("change-list").addEventListener("click", () => {
-    store.removeItem(K.list);
     listId = null;
+    keepSignIn();
     forgetTickets();
     setup("Choose a check-in list.");
   });
   $("forget").addEventListener("click", async () => {
     await showQueue();
     if (pending && !window.confirm("Offline scans are still waiting to upload. Sign out anyway?")) return;
-    [K.token, K.list].forEach((k) => store.removeItem(k));
     token = null;
     listId = null;
+    await keepSignIn();
     forgetTickets();
     try {
       const db = await openDb();
@@ -1049,5 +1115,5 @@
   setInterval(() => { refresh(); }, REFRESH_MS);
 
   probeEd25519();
-  (changedHands ? forgetTickets() : Promise.resolve()).then(begin);
+  start();
 })();
