@@ -219,6 +219,12 @@ class JwtSettings(BaseSettings):
     jwt_jwks_cache_s: float = Field(
         default=300.0, gt=0, description="how long keys fetched from TICKETRY_JWT_JWKS_URL are used before a refetch"
     )
+    jwt_jwks_min_refresh_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="the least time between two fetches of TICKETRY_JWT_JWKS_URL, however many tokens name "
+        "an unknown `kid` (so made-up kids cannot make the service hammer the provider)",
+    )
     jwt_issuer: str | None = Field(default=None, description="the `iss` every token must carry; none: not checked")
     jwt_audience: str | None = Field(
         default=None, description="the `aud` every token must carry (never the order links' own); none: not checked"
@@ -435,7 +441,9 @@ class TokenVerifier:
         remote = None
         if s.jwt_jwks_url is not None:
             try:
-                remote = RemoteJwks(s.jwt_jwks_url, alg, cache_s=s.jwt_jwks_cache_s)
+                remote = RemoteJwks(
+                    s.jwt_jwks_url, alg, cache_s=s.jwt_jwks_cache_s, min_refresh_s=s.jwt_jwks_min_refresh_s
+                )
             except jwt.PyJWTError as exc:
                 raise ValueError(f"TICKETRY_JWT_JWKS_URL: {exc}") from exc
         if key is None and not keys and remote is None:
