@@ -20,6 +20,10 @@ and wallet passes with emails on vs off (``bench/wallet_mail.py``: 200-ticket
 orders, passes fetched and mails in mailpit, ~2 min).
 The operator's console's feed: the api's CPU with 10 consoles open vs none
 (``bench/ops_feed.py``, its own stack, ~3 min).
+``--against <rev>``: the end-to-end 10,000-ticket order on this tree and on
+revision ``<rev>`` (a git worktree with its own environment), alternately,
+``--against-rounds`` each (3), each side's median and their ratio
+(``bench/against.py``, ~1 min a round); ``--against-only`` runs just that.
 The rush, the crowd, the flood and the failovers add a verdict row each; a
 scenario that fails or misses its verdict is named at the end.
 """
@@ -41,6 +45,7 @@ from typing import Any
 from ticketry_devstack.procs import start_stack
 
 from bench import (
+    against,
     baselines,
     burst,
     crowd,
@@ -93,6 +98,7 @@ class Measured:
     ha_rows: list[Row] = field(default_factory=list)
     wallet_mail_rows: list[Row] = field(default_factory=list)
     ops_feed_rows: list[Row] = field(default_factory=list)
+    against_rows: list[Row] = field(default_factory=list)
     intl: dict[str, Any] | None = None
 
 
@@ -102,12 +108,15 @@ def main() -> int:
     workers = scenarios.cpu_count()
     out: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": runs, "workers": workers}
     m = Measured()
-    _baselines(args, runs, workers, m, out)
-    _on_bench_stack(args, runs, workers, m, out)
-    _on_own_stacks(args, m, out)
+    if not args.against_only:
+        _baselines(args, runs, workers, m, out)
+        _on_bench_stack(args, runs, workers, m, out)
+        _on_own_stacks(args, m, out)
+    if args.against:
+        _against(args, m, out)
     for err in out.get("errors", []):
         print("scenario failed:", err)
-    rows = _rows(m)
+    rows = m.against_rows if args.against_only else _rows(m)
     _print_table(rows)
     out["table"] = [dict(zip(_HEAD, r, strict=True)) for r in rows]
     RESULTS.mkdir(exist_ok=True)
@@ -117,7 +126,7 @@ def main() -> int:
     return 0
 
 
-def _parse_args() -> argparse.Namespace:
+def _parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="bench")
     ap.add_argument("--quick", action="store_true", help="one run, small baseline samples")
     ap.add_argument("--runs", type=int, default=3)
@@ -144,7 +153,15 @@ def _parse_args() -> argparse.Namespace:
         "--no-ops-feed", action="store_true", help="skip bench/ops_feed.py, the console feed's api CPU (~3 min)"
     )
     ap.add_argument("--post-seconds", type=float, default=10.0)
-    return ap.parse_args()
+    ap.add_argument("--against", metavar="REV", help="also the end-to-end order on REV, alternated (bench/against.py)")
+    ap.add_argument("--against-rounds", type=int, default=3, help=f"rounds per side (≥ {against.MIN_ROUNDS})")
+    ap.add_argument("--against-only", action="store_true", help="only the --against A/B")
+    args = ap.parse_args(argv)
+    if args.against_only and not args.against:
+        ap.error("--against-only needs --against REV")
+    if args.against_rounds < against.MIN_ROUNDS:
+        ap.error(f"--against-rounds: at least {against.MIN_ROUNDS}")
+    return args
 
 
 def _baselines(args: argparse.Namespace, runs: int, workers: int, m: Measured, out: dict[str, Any]) -> None:
@@ -292,6 +309,20 @@ def _on_own_stacks(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -
             out.setdefault("errors", []).append(f"ops_feed: {type(exc).__name__}: {exc}"[:300])
 
 
+def _against(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -> None:
+    """This tree vs ``--against``: the end-to-end order, alternated (bench/against.py)."""
+    try:
+        got = against.run(args.against, args.against_rounds, args.quantity)
+        out["against"], m.against_rows = got, against.rows(got)
+        for r in got["rounds"]:
+            if "error" in r:
+                out.setdefault("errors", []).append(f"against: round {r['round']} {r['side']}: {r['error']}"[:300])
+        if not against.met(got):
+            out.setdefault("errors", []).append(f"against: ratio under {against.TARGET_RATIO:g}× (its row)")
+    except Exception as exc:
+        out.setdefault("errors", []).append(f"against: {type(exc).__name__}: {exc}"[:300])
+
+
 def _rows(m: Measured) -> list[Row]:
     """The table: each figure, its value, its target or baseline, their ratio."""
     tps = med([b["tickets_per_s"] for b in m.big])
@@ -347,6 +378,7 @@ def _rows(m: Measured) -> list[Row]:
         *m.ha_rows,
         *m.wallet_mail_rows,
         *m.ops_feed_rows,
+        *m.against_rows,
     ]  # fmt: skip
 
 
