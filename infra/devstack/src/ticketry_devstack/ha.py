@@ -151,7 +151,8 @@ class HaStack:
         return proc
 
     def service(self, host: str, name: str) -> Proc:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.host_env(host)}
+        # One api process per host, as before TICKETRY_API_WORKERS, unless the stack asks for more.
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TICKETRY_API_WORKERS": "1", **self.host_env(host)}
         return Proc(name, [tool(f"ticketry-{name}")], env, self.data_dir / host / "logs" / f"{name}.log")
 
     def current_primary(self) -> str | None:

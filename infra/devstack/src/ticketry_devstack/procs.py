@@ -275,6 +275,8 @@ class Stack:
     def service_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = {**os.environ, **self.env, **(extra or {})}
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # One api process (the tests' load and their api kills count on it) unless asked for more.
+        env.setdefault("TICKETRY_API_WORKERS", "1")
         return env
 
     def start_service(self, name: str, extra: Mapping[str, str] | None = None) -> Proc:

@@ -30,6 +30,11 @@ class ApiSettings(ServingSettings):
         "outside dev mode, TICKETRY_API_PUBLIC_URL and TICKETRY_NOTIFIER_PUBLIC_URL",
     )
     api_port: int = Field(default=8000, ge=1, le=65535, description="the port the api listens on")
+    api_workers: int = Field(
+        default=0, ge=0, le=64, json_schema_extra={"unit": "processes"},
+        description="api processes serving the one port (each runs the projector, sweeps and senders, as the "
+        "HA topology's api hosts do); 0: one per core this process may run on",
+    )  # fmt: skip
     notifier_public_url: str = Field(
         default="ws://127.0.0.1:8001",
         description="where buyers' browsers reach the notifier (ws:// or wss://); orders' progress_url is built on it",

@@ -28,7 +28,7 @@ from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
 from ticketry_api.middleware.bodies import BodyDeadline, BodyLimit
 from ticketry_api.middleware.budget import DependencyBudget
-from ticketry_api.middleware.metrics import RequestMetrics
+from ticketry_api.middleware.metrics import RequestMetrics, mark_process
 from ticketry_api.middleware.security import CorsSettings, SecurityHeaders
 from ticketry_api.middleware.shedding import OrderGate, OrderSlots, Shedding, bounded_redis
 from ticketry_api.outbox import sweep_outbox
@@ -112,6 +112,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             tasks.append(asyncio.create_task(_every(settings.pdf_retention_interval_s, stop, "retention sweep", sweep)))
         forget = functools.partial(forget_old_nonces, store, settings.checkin_nonce_ttl_s)  # checkins.py
         tasks.append(asyncio.create_task(_every(settings.checkin_nonce_sweep_s, stop, "nonce sweep", forget)))
+        mark_process()
         freeze_startup_heap()
         try:
             yield
@@ -163,15 +164,46 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     return app
 
 
+WORKER_PING_S = 120  # a worker that does not answer its supervisor's ping this long is replaced
+
+
+def workers(settings: ApiSettings) -> int:
+    """How many api processes serve the port: TICKETRY_API_WORKERS, else one per
+    core this process may run on."""
+    return settings.api_workers or len(os.sched_getaffinity(0))
+
+
+def worker_app() -> FastAPI:
+    """The app of one of several api processes (uvicorn's workers, spawned: each
+    sets up its own logging and tracing, and reads its settings again)."""
+    setup_logging("api")
+    settings = load_settings(ApiSettings)
+    setup_tracing("api", settings.trace_file)
+    return create_app(settings)
+
+
 def run() -> None:
     setup_logging("api")  # first: a refused setting is logged as JSON too
     settings = load_settings(ApiSettings)
     for part in (RateSettings, LinkSettings, WebhookSettings, CorsSettings, WalletSettings):
         load_settings(part)  # the app state reads them again; checked here, so a bad value stops the start too
-    setup_tracing("api", settings.trace_file)
     check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line
+    n = workers(settings)
+    if n == 1:
+        setup_tracing("api", settings.trace_file)
+        _serve(settings, create_app(settings))
+        return
+    # A dev stack's first key is made here, once: workers making it at once race on its files.
+    load_keyring(settings.keys_dir, create=settings.dev_mode)
+    # One listening socket, n processes accepting on it; this one supervises
+    # (a worker that dies is started again; SIGTERM stops them all, each gracefully).
+    log.info("api: %d worker processes", n, extra={"workers": n})
+    _serve(settings, "ticketry_api.main:worker_app", factory=True, processes=n)
+
+
+def _serve(settings: ApiSettings, app: FastAPI | str, *, factory: bool = False, processes: int | None = None) -> None:
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.api_host,
         port=settings.api_port,
         loop="uvloop",
@@ -179,4 +211,10 @@ def run() -> None:
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=10,
+        factory=factory,
+        workers=processes,
+        # A spawned worker answers the supervisor's ping only once it has imported
+        # the api (~6 s of CPU, far longer on a busy host); 5 s (uvicorn's) killed
+        # every worker before it started.
+        timeout_worker_healthcheck=WORKER_PING_S,
     )

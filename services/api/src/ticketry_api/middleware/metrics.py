@@ -13,10 +13,11 @@ own outcome (``ScanResult.outcome``) where the route has it.
 from __future__ import annotations
 
 import hmac
+import os
 import time
 from typing import Final, get_args
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Histogram, Info
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ticketry.auth import bearer_of
 from ticketry.settings import is_loopback_host
@@ -34,6 +35,9 @@ ORDER_SECONDS = Histogram(
 )
 CHECKINS = Counter("ticketry_checkins", "Scans judged, by outcome", ["outcome"])
 RESPONSES = Counter("ticketry_http_responses", "API responses, by status class (2xx…5xx)", ["code"])
+# Which of the host's api processes (TICKETRY_API_WORKERS) answered a scrape:
+# each counts only what it served.
+PROCESS = Info("ticketry_api_process", "The api process that answered this scrape")
 
 # Every series exists from the start (at 0): a rate or an increase over the
 # first order then sees it rise, and a dashboard shows 0, not "no data".
@@ -43,6 +47,12 @@ for _outcome in get_args(Outcome):
     CHECKINS.labels(_outcome)
 for _code in ("2xx", "3xx", "4xx", "5xx"):
     RESPONSES.labels(_code)
+
+
+def mark_process() -> None:
+    """Label ``ticketry_api_process_info`` with this process's pid (at start-up:
+    a worker is a process of its own)."""
+    PROCESS.info({"pid": str(os.getpid())})
 
 
 def order_outcome(status: int) -> str | None:
