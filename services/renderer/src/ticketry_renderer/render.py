@@ -94,6 +94,8 @@ class Design:
     version: str = ""
     fast: bool = True
     templates: OrderedDict[tuple[Any, ...], fastpath.Template | None] = field(default_factory=OrderedDict)
+    # The request fields of an event look → its template key (``event_template``).
+    keys: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
     fast_rendered: int = 0
     full_rendered: int = 0
 
@@ -237,10 +239,25 @@ def build_event_template(t: RenderRequest, design: Design) -> fastpath.Template 
         return None
 
 
+def _look(t: RenderRequest) -> tuple[Any, ...]:
+    """The request's fields an event look depends on, as they arrive (a cheap
+    key for :func:`template_key`, which formats dates and checks the fonts)."""
+    return (
+        t.event_name, t.venue, t.starts_at, t.doors_at, t.timezone, t.tier, t.tier_name, t.lane, t.price,
+        t.currency, key_id_of(t.code), len(t.ticket_id), len(t.order_id),
+    )  # fmt: skip
+
+
 def event_template(t: RenderRequest, design: Design) -> fastpath.Template | None:
     """The fast path's page for this ticket's event (built once, then cached);
     None when this design cannot be stamped."""
-    key = template_key(t, design)
+    look = _look(t)
+    key = design.keys.get(look)
+    if key is None:
+        key = template_key(t, design)
+        if len(design.keys) >= TEMPLATE_CACHE_SIZE * 4:
+            design.keys.clear()
+        design.keys[look] = key
     if key in design.templates:
         design.templates.move_to_end(key)
         return design.templates[key]
@@ -252,7 +269,8 @@ def event_template(t: RenderRequest, design: Design) -> fastpath.Template | None
 def render_ticket(t: RenderRequest, design: Design) -> bytes:
     """Render one ticket as a one-page PDF: stamped into the event's page when
     possible, else the full WeasyPrint render."""
-    holder_size(t)  # refuses an undrawable name on either path
+    # An undrawable name is refused by either path: the stamp declines it
+    # (Unsupported) and the full render raises Undrawable before laying out.
     if design.fast:
         template = event_template(t, design)
         if template is not None:
