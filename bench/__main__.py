@@ -23,7 +23,7 @@ The operator's console's feed: the api's CPU with 10 consoles open vs none
 ``--against <rev>``: the end-to-end 10,000-ticket order on this tree and on
 revision ``<rev>`` (a git worktree with its own environment), alternately,
 ``--against-rounds`` each (3), each side's median and their ratio
-(``bench/against.py``, ~1 min a round); ``--against-only`` runs just that.
+(``bench/against.py``, ~2 min a round); ``--against-only`` runs just that.
 The rush, the crowd, the flood and the failovers add a verdict row each; a
 scenario that fails or misses its verdict is named at the end.
 """

@@ -207,6 +207,9 @@ def run(rev: str, rounds: int = 3, quantity: int = 10_000) -> dict[str, Any]:
             load = os.getloadavg()
             print(f"A/B round {i}/{rounds}, {label}: {quantity:,}-ticket order …", flush=True)
             entry: dict[str, Any] = {"round": i, "side": side, "loadavg": [round(x, 2) for x in load]}
+            if side == HERE:  # the working tree as it is now: commits and edits may land between rounds
+                entry["head_sha"] = _git("rev-parse", "HEAD")
+                entry["head_dirty"] = bool(_git("status", "--porcelain", "--untracked-files=no"))
             try:
                 entry.update(run_side(where, python, quantity, timeout_s))
                 print(f"  {entry['tickets_per_s']:,.1f} tickets/s ({entry['end_to_end_s']:.1f} s),"
