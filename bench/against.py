@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -95,7 +96,10 @@ def met(got: Mapping[str, Any]) -> bool:
 
 
 def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True).stdout.strip()
+    done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout.strip()
 
 
 def _uv_env() -> dict[str, str]:
@@ -119,10 +123,10 @@ def checkout(rev: str) -> Iterator[Path]:
             subprocess.run(["uv", "sync", "--frozen"], cwd=tree, env=env, check=True, capture_output=True)
         yield tree
     finally:
-        with contextlib.suppress(subprocess.CalledProcessError):
+        with contextlib.suppress(RuntimeError):
             _git("worktree", "remove", "--force", str(tree))
         shutil.rmtree(tmp, ignore_errors=True)
-        with contextlib.suppress(subprocess.CalledProcessError):
+        with contextlib.suppress(RuntimeError):
             _git("worktree", "prune")
 
 
@@ -133,16 +137,28 @@ def run_side(tree: Path, python: Path, quantity: int, timeout_s: float) -> dict[
     """One round on ``tree``'s stack, run by ``python``; the scenario's figures."""
     params = json.dumps({"quantity": quantity, "scenarios": str(REPO / "bench" / "scenarios.py"),
                          "renderers": os.cpu_count() or 1})  # fmt: skip
-    done = subprocess.run(
+    proc = subprocess.Popen(
         [str(python), "-c", _BOOT, str(Path(__file__).resolve()), params],
-        cwd=tree, env=_uv_env(), capture_output=True, text=True, timeout=timeout_s, check=False,
+        cwd=tree, env=_uv_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    for line in done.stdout.splitlines():
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except BaseException:
+        # A hang or ^C: SIGINT lets the side stop its stack (its ``finally``);
+        # SIGKILL would leave the stack's processes running.
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise
+    for line in out.splitlines():
         if line.startswith(MARK):
             got: dict[str, Any] = json.loads(line.removeprefix(MARK))
             return got
-    tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-    raise RuntimeError(f"side in {tree} exited {done.returncode} without a result: {' | '.join(tail)}"[:600])
+    tail = (err or out).strip().splitlines()[-5:]
+    raise RuntimeError(f"side in {tree} exited {proc.returncode} without a result: {' | '.join(tail)}"[:600])
 
 
 def side_main(params_json: str) -> None:
