@@ -192,6 +192,7 @@ def side_main(params_json: str) -> None:
 
         got = asyncio.run(go())
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C reaches us and our parent's SIGINT follows: stop once
         stack.stop()
         shutil.rmtree(root, ignore_errors=True)
     kept = {k: got.get(k) for k in _KEPT}
