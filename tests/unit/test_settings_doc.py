@@ -18,6 +18,7 @@ from ticketry.auth import JwtSettings
 from ticketry.settings import CommonSettings, ServingSettings
 from ticketry_api.config import ApiSettings
 from ticketry_api.ctl.common import CtlSettings
+from ticketry_api.devices import DeviceSettings
 from ticketry_api.mail.config import MailSettings
 from ticketry_api.middleware.security import CorsSettings
 from ticketry_api.ratelimit import RateSettings
@@ -39,6 +40,7 @@ CLASSES: list[tuple[type[BaseSettings], str]] = [
     (CorsSettings, "api"),
     (LinkSettings, "api (order links)"),
     (WebhookSettings, "api (shop webhooks)"),
+    (DeviceSettings, "api (scanner devices)"),
     (MailSettings, "api (tickets by email)"),
     (WalletSettings, "api (wallet passes)"),
     (CtlSettings, "ticketryctl"),

@@ -13,6 +13,7 @@ import pymongo
 from beanie import Document
 from pydantic import BaseModel, Field
 
+from ticketry.device_documents import DevicePairing, ScanDevice
 from ticketry.events import Lane
 from ticketry.webhook_documents import WebhookEndpoint
 
@@ -373,5 +374,5 @@ class TicketIssue(Document):
 
 ALL_DOCUMENTS: list[type[Document]] = [
     Event, Order, OrderState, TicketState, Reservation, Checkin, CheckinAttempt,
-    OrderFate, CheckinList, Admission, Passage, ScanAnswer, WebhookEndpoint, TicketIssue,
+    OrderFate, CheckinList, Admission, Passage, ScanAnswer, WebhookEndpoint, TicketIssue, ScanDevice, DevicePairing,
 ]  # fmt: skip

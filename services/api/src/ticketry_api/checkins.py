@@ -55,6 +55,7 @@ from ticketry_api.core.checkins import (
     still_judged,
     unknown_code,
 )
+from ticketry_api.core.devices import scope_parts
 from ticketry_api.core.problem import Problem
 from ticketry_api.core.reissue import check_current
 from ticketry_api.readmodel import TicketOf, ticket_of
@@ -70,6 +71,9 @@ async def list_for(store: Store, list_id: str, who: Principal) -> CheckinList:
     # A list whose event is gone matches no organizer (an ``org`` token may not use it).
     if not who.may_scan_for(lst.event_id, event.organizer_id if event is not None else ""):
         raise Problem(403, "forbidden", "this token may not check in for this event")
+    device = scope_parts(who.scope)
+    if device is not None and device[1] != lst.id:
+        raise Problem(403, "forbidden", "this scanner device scans on another list")
     return lst
 
 

@@ -14,8 +14,9 @@ from ticketry.codes import Keyring
 from ticketry.pdfstores import open_store
 from ticketry.storage import PdfStore
 
-from ticketry_api import ratelimit
+from ticketry_api import devices, ratelimit
 from ticketry_api.config import ApiSettings
+from ticketry_api.core.devices import scope_parts
 from ticketry_api.core.problem import Problem
 from ticketry_api.store import Store
 from ticketry_api.wallet import Wallet
@@ -89,28 +90,48 @@ async def get_principal(
 ) -> Principal:
     if creds is None or creds.scheme.lower() != "bearer":
         raise Problem(401, "unauthorized", "a bearer token is required", _UNAUTHORIZED)
+    state = app_state(request)
+    verifier = state.token_verifier()
     try:
-        return await app_state(request).token_verifier().verify_async(creds.credentials)
+        return await verifier.verify_async(creds.credentials)
     except UnboundStaffError:
         raise Problem(403, "forbidden", UNBOUND_STAFF) from None
     except AuthError:
+        pass
+    # Not a bearer token: a scanner device's access token, if its device is not revoked.
+    try:
+        who = devices.verify_token(creds.credentials, secret=state.settings.jwt_key, leeway_s=verifier.leeway_s)
+    except AuthError:
         # No reason given: "expired" vs "bad signature" helps nobody but an attacker.
         raise Problem(401, "unauthorized", "invalid or expired token", _UNAUTHORIZED) from None
+    device = await state.store.devices.get(who.sub)
+    if device is None or device.revoked_at is not None:
+        raise devices.revoked(device)
+    return who
 
 
-def require(*roles: Role) -> Callable[..., Coroutine[Any, Any, Principal]]:
-    """Dependency: the caller, who must hold one of ``roles`` (admin always may)."""
+def _allowed(principal: Principal, roles: set[str], devices_may: bool) -> None:
+    if principal.role not in roles:
+        raise Problem(403, "forbidden", "your role may not do this")
+    if not devices_may and scope_parts(principal.scope) is not None:
+        raise Problem(403, "forbidden", "a scanner device may only scan")
+
+
+def require(*roles: Role, devices: bool = False) -> Callable[..., Coroutine[Any, Any, Principal]]:
+    """Dependency: the caller, who must hold one of ``roles`` (admin always may);
+    a scanner device's token only where ``devices`` (the routes a scanner uses)."""
     allowed = set(roles) | {"admin"}
 
     async def dep(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
-        if principal.role not in allowed:
-            raise Problem(403, "forbidden", "your role may not do this")
+        _allowed(principal, allowed, devices)
         return principal
 
     return dep
 
 
-def rate_limited(scope: ratelimit.Scope, *roles: Role) -> Callable[..., Coroutine[Any, Any, Principal]]:
+def rate_limited(
+    scope: ratelimit.Scope, *roles: Role, devices: bool = False
+) -> Callable[..., Coroutine[Any, Any, Principal]]:
     """Like :func:`require`, then counts the call against the caller's per-minute
     limit for ``scope`` (``checkins``; orders count theirs in ``place_order``);
     429 with Retry-After when over."""
@@ -118,8 +139,7 @@ def rate_limited(scope: ratelimit.Scope, *roles: Role) -> Callable[..., Coroutin
 
     # Annotations name module globals only: FastAPI resolves them from there.
     async def dep(request: Request, principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
-        if principal.role not in allowed:
-            raise Problem(403, "forbidden", "your role may not do this")
+        _allowed(principal, allowed, devices)
         state = app_state(request)
         limit = state.rates.limit(scope)
         await ratelimit.enforce(state.redis, scope, principal.sub, limit, state.rates.rate_window_s)

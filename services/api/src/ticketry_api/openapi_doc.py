@@ -16,8 +16,10 @@ from ticketry_api.openapi_links import add_links
 from ticketry_api.openapi_problems import add_problems
 from ticketry_api.schemas import id_pattern
 
-# A path parameter's name → the kind of id it holds (ticketry.ids; ``wh``: webhooks).
-PATH_IDS = {"event_id": "ev", "order_id": "or", "ticket_id": "tk", "list_id": "cl", "webhook_id": "wh"}
+# A path parameter's name → the kind of id it holds (ticketry.ids; ``wh``: webhooks; ``dv``: scanner devices).
+PATH_IDS = {
+    "event_id": "ev", "order_id": "or", "ticket_id": "tk", "list_id": "cl", "webhook_id": "wh", "device_id": "dv",
+}  # fmt: skip
 
 
 def _length(kind: str) -> int:

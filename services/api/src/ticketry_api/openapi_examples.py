@@ -15,6 +15,7 @@ TICKETS = ["tk_8c1d2e3f4a5b6c7d8e9f_00000", "tk_8c1d2e3f4a5b6c7d8e9f_00001"]
 LIST = "cl_5e6f7a8b9c0d1e2f3a4b"
 WEBHOOK = "wh_1a2b3c4d5e6f7a8b9c0d"
 QUEUE = "qu_9b8a7c6d5e4f3a2b1c0d"
+DEVICE = "dv_2b3c4d5e6f7a8b9c0d1e"
 CURSOR = "MTA"  # opaque: whatever a page's ``next`` said
 
 _TIER = {"id": "standard", "name": "Standard", "price": "25.00", "capacity": None, "lane": "standard"}
@@ -43,6 +44,15 @@ _WEBHOOK_OUT = {
     "created_at": "2027-03-01T09:00:00Z",
 }  # fmt: skip
 _DOOR_TIER = {"id": "standard", "name": "Standard"}
+_DEVICE_OUT = {
+    "id": DEVICE, "event_id": EVENT, "list_id": LIST, "name": "North gate phone 2",
+    "created_at": "2027-06-01T17:00:00Z", "paired_at": "2027-06-01T17:05:00Z",
+    "last_seen_at": "2027-06-01T19:40:00Z", "revoked_at": None,
+}  # fmt: skip
+_DEVICE_TOKEN = {
+    "device_id": DEVICE, "event_id": EVENT, "list_id": LIST,
+    "access_token": "eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl", "token_type": "Bearer", "expires_in": 900,
+}  # fmt: skip
 
 # Schema name → its example (for a generic page, FastAPI's name: ``Page_EventOut_``).
 EXAMPLES: dict[str, Any] = {
@@ -119,6 +129,22 @@ EXAMPLES: dict[str, Any] = {
     "WebhookOut": _WEBHOOK_OUT,
     "WebhookCreated": {**_WEBHOOK_OUT, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
     "WebhookList": {"items": [_WEBHOOK_OUT], "next": None},
+    "DeviceIn": {"list_id": LIST, "name": "North gate phone 2"},
+    "DeviceOut": _DEVICE_OUT,
+    "DeviceCreated": {
+        **_DEVICE_OUT, "paired_at": None, "last_seen_at": None,
+        "pairing_code": "7KQ2-M9XD-4HRT", "pairing_url": "http://localhost:8000/scan#pair=7KQ2-M9XD-4HRT",
+        "pairing_qr": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAAAAAA6fptVAAAACklEQVR4nGNgAAAAAgAB",
+        "pairing_expires_at": "2027-06-01T17:15:00Z",
+    },
+    "DeviceList": {"items": [_DEVICE_OUT], "next": None},
+    "PairIn": {"code": "7KQ2-M9XD-4HRT"},
+    "DeviceTokenIn": {"secret": "dvs_" + DEVICE + ".Vq3mJx0cT9Wb2nYkLr7sPz4aFh1uDe6gQo8iKt5wXyZ"},
+    "DeviceToken": _DEVICE_TOKEN,
+    "DeviceCredential": {
+        **_DEVICE_TOKEN, "name": "North gate phone 2",
+        "secret": "dvs_" + DEVICE + ".Vq3mJx0cT9Wb2nYkLr7sPz4aFh1uDe6gQo8iKt5wXyZ",
+    },
     "QueuePlace": {
         "queue_id": QUEUE, "event_id": EVENT, "position": 42, "eta_s": 84.0, "early": False,
         "progress_url": f"http://localhost:8001/v1/queue/{QUEUE}/progress",

@@ -18,6 +18,8 @@ _EVENT_OPS = [
     ("Revocations", "GET", "/v1/events/{event_id}/revocations"),
     ("CreateWebhook", "POST", "/v1/events/{event_id}/webhooks"),
     ("Webhooks", "GET", "/v1/events/{event_id}/webhooks"),
+    ("CreateDevice", "POST", "/v1/events/{event_id}/devices"),
+    ("Devices", "GET", "/v1/events/{event_id}/devices"),
     ("JoinQueue", "POST", "/v1/events/{event_id}/queue"),
     ("PauseQueue", "POST", "/v1/events/{event_id}/queue/pause"),
     ("ResumeQueue", "POST", "/v1/events/{event_id}/queue/resume"),
@@ -55,6 +57,12 @@ LINKS: dict[tuple[str, str, str], list[tuple[str, str, str, dict[str, str]]]] = 
         (
             "DeleteWebhook", "DELETE", "/v1/events/{event_id}/webhooks/{webhook_id}",
             {"event_id": "$request.path.event_id", "webhook_id": "$response.body#/id"},
+        ),
+    ],
+    ("POST", "/v1/events/{event_id}/devices", "201"): [
+        (
+            "RevokeDevice", "DELETE", "/v1/events/{event_id}/devices/{device_id}",
+            {"event_id": "$request.path.event_id", "device_id": "$response.body#/id"},
         ),
     ],
 }  # fmt: skip

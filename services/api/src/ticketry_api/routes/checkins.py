@@ -21,7 +21,7 @@ router = APIRouter(prefix="/v1/checkins", tags=["checkins"])
 
 @router.post("", response_model=CheckinOut, responses=problems(401, 403, 404, 409, 413, 422, 429))
 async def check_in(
-    body: CheckinIn, state: State, who: Annotated[Principal, Depends(rate_limited("checkins", "staff"))]
+    body: CheckinIn, state: State, who: Annotated[Principal, Depends(rate_limited("checkins", "staff", devices=True))]
 ) -> JSONResponse:
     """Admit a ticket on a check-in list: 200 once per ticket and list; 409
     ``already`` (naming the first ``checked_in_at``, the ``holder_name`` and
@@ -39,7 +39,9 @@ def _keys_out(state: State) -> SigningKeysOut:
 
 
 @router.get("/keys", response_model=SigningKeysOut, responses=problems(401, 403))
-async def signing_keys(state: State, _: Annotated[Principal, Depends(require("staff"))]) -> SigningKeysOut:
+async def signing_keys(
+    state: State, _: Annotated[Principal, Depends(require("staff", devices=True))]
+) -> SigningKeysOut:
     """Every public key that verifies codes, by key id: door scanners download
     this and verify codes offline (they can never sign)."""
     state.keyring.refresh()

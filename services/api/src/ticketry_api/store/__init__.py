@@ -4,7 +4,8 @@ its ``buildInfo``), reached through the app state (``deps.AppState.store``) or
 passed to whoever reads or writes. The rest of the api speaks to the store
 through it alone (the one port): ``ledger`` (capacity), ``orders``, ``fates``
 (cancel or admitted, decided once), ``checkins``, ``tickets`` (the read
-models the projector writes), ``events``, ``endpoints`` (shops' webhooks).
+models the projector writes), ``events``, ``endpoints`` (shops' webhooks),
+``devices`` (door scanners).
 Only ``ticketryctl``'s operator commands and the retention purge read
 collections themselves.
 
@@ -55,6 +56,7 @@ from ticketry.db import StoreTraits
 from ticketry.documents import Event
 
 from ticketry_api.store.checkins import Checkins
+from ticketry_api.store.devices import Devices
 from ticketry_api.store.endpoints import Endpoints
 from ticketry_api.store.events import EventCache
 from ticketry_api.store.fates import Fate, Fates
@@ -66,6 +68,7 @@ from ticketry_api.store.writer import Writer
 
 __all__ = [
     "Checkins",
+    "Devices",
     "Endpoints",
     "EventCache",
     "Fate",
@@ -96,6 +99,7 @@ class Store:
     tickets: Tickets
     endpoints: Endpoints
     revocations: Revocations
+    devices: Devices
 
     @classmethod
     def create(cls, traits: StoreTraits = POINT_READS) -> Store:
@@ -105,7 +109,7 @@ class Store:
         orders = Orders(writer, reads)
         return cls(
             writer, Ledger(writer, traits), reads, EventCache(), orders, Fates(writer), Checkins(writer),
-            Tickets(writer, reads), Endpoints(), Revocations(orders, Tickets.revoked_codes),
+            Tickets(writer, reads), Endpoints(), Revocations(orders, Tickets.revoked_codes), Devices(),
         )  # fmt: skip
 
     @staticmethod

@@ -1,4 +1,5 @@
-// The door scanner (/scan#token=<staff JWT>&list=<check-in list id>).
+// The door scanner (/scan#token=<staff JWT>&list=<check-in list id>, or a
+// scanner paired as a device: /scan#pair=<pairing code>).
 //
 // Online, every scan is POST /v1/checkins with a nonce of its own. Offline (no
 // network, or the api does not answer), the scanner judges a code itself as
@@ -58,11 +59,15 @@
   // The Ed25519 fallback, fetched with the page (never first when offline).
   const NOBLE = "/assets/vendor/noble-ed25519/index.js";
   const SPKI_ED25519 = "302a300506032b6570032100"; // the DER prefix of a raw 32-byte Ed25519 key
+  const TOKEN_CHECK_MS = 30000; // a device's token is refreshed once less than half its lifetime is left
   const TICKETS_PAGE = 1000; // tickets per request (the route's default)
   const MAX_TICKETS = 200000; // a bigger list is not kept (~40 MB): offline scans then show no names
 
-  let token = null;
+  let token = null; // a staff JWT, or a paired device's access token
   let listId = null;
+  let device = null; // a paired device: {id, secret, name}; its token expires at tokenExp (ms)
+  let tokenExp = 0;
+  let tokenTtl = 0;
   let cache = null; // {list, keys: {kid: pem}, revoked: [order ids], at}
   let busy = false;
   let last = { code: "", at: 0 };
@@ -102,6 +107,14 @@
   }
 
   async function api(path, options) {
+    if (device && Date.now() > tokenExp - tokenTtl / 2) await freshToken();
+    let r = await request(path, options);
+    // A device's token that expired or was refused: refreshed once (a revoked device learns it here).
+    if (r.status === 401 && device && (await freshToken())) r = await request(path, options);
+    return r;
+  }
+
+  async function request(path, options) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), REQUEST_MS);
     try {
@@ -392,7 +405,7 @@
       show("already", body.holder_name, body.detail || "", body.tier);
     } else if (r.status === 401 || r.status === 403) {
       show("unknown", "", r.status === 401 ? "This device's token is no longer valid: sign in again." : "This token may not scan on this list.");
-      if (r.status === 401) setup("The staff token is invalid or expired.");
+      if (r.status === 401 && token) setup("The staff token is invalid or expired.");
     } else {
       // 404: forged, unknown or cancelled; the server says no more, on purpose.
       show("unknown", "", "Not a valid ticket for this event (forged, unknown or cancelled).");
@@ -665,7 +678,7 @@
     const write = async () => {
       const db = await openDb();
       tx = db.transaction("device", "readwrite", { durability: "strict" });
-      if (token) tx.objectStore("device").put({ key: "signin", token, list: listId });
+      if (token) tx.objectStore("device").put({ key: "signin", token, list: listId, device, tokenExp, tokenTtl });
       else tx.objectStore("device").delete("signin");
       await finished(tx);
     };
@@ -707,6 +720,14 @@
     }
     token = kept ? kept.token : null;
     listId = kept ? kept.list : null;
+    device = kept && kept.device ? kept.device : null;
+    tokenExp = kept ? kept.tokenExp || 0 : 0;
+    tokenTtl = kept ? kept.tokenTtl || 0 : 0;
+    if (fragment.get("pair")) {
+      if (await pairWith(fragment.get("pair"))) await begin();
+      return;
+    }
+    if (fragment.get("token")) device = null; // a staff token replaces a paired device's
     // Another staff token or another list than the device kept: the kept tickets go.
     const changedHands = (fragment.get("token") && fragment.get("token") !== token)
       || (fragment.get("list") && fragment.get("list") !== listId);
@@ -719,12 +740,124 @@
     await begin();
   }
 
+  // --- a scanner paired as a device ---------------------------------------------------
+  // /scan#pair=<code> (or the code typed) pairs once: the device secret that
+  // answers is kept in IndexedDB (strict durability, before the scanner shows)
+  // and buys short-lived access tokens for its one list, refreshed before they
+  // expire. A revoked device hears 401 with the revocation time: the scans it
+  // queued after that time are never uploaded, each becomes a conflict; those
+  // made before wait for a staff sign-in on this page to upload them.
+  async function post(path, body) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), REQUEST_MS);
+    try {
+      return await fetch(path, {
+        method: "POST", body: JSON.stringify(body), signal: ctl.signal, credentials: "omit",
+        headers: { "Content-Type": "application/json" },
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  function tokenFrom(answer) {
+    token = answer.access_token;
+    tokenTtl = answer.expires_in * 1000;
+    tokenExp = Date.now() + tokenTtl;
+  }
+
+  async function pairWith(code) {
+    let r;
+    try {
+      r = await post("/v1/devices/pair", { code: String(code).trim() });
+    } catch (e) {
+      setup("No network: this device cannot be paired now.");
+      return false;
+    }
+    if (!r.ok) {
+      setup({
+        404: "That pairing code is unknown or was used already: ask for a new one.",
+        410: "That pairing code has expired: ask for a new one.", 422: "That is not a pairing code.",
+      }[r.status] || "The device could not be paired (" + r.status + ").");
+      return false;
+    }
+    const c = await r.json();
+    if (c.list_id !== listId) await forgetTickets();
+    device = { id: c.device_id, secret: c.secret, name: c.name };
+    listId = c.list_id;
+    tokenFrom(c);
+    if (!(await keepSignIn())) $("setup-notice").textContent = "This device could not store its pairing: it lasts until the page closes.";
+    return true;
+  }
+
+  let refreshing = null;
+  function freshToken() {
+    if (!refreshing) refreshing = refreshToken().finally(() => { refreshing = null; });
+    return refreshing;
+  }
+
+  // A new access token for the paired device; false when there is none (offline, or refused).
+  async function refreshToken() {
+    if (!device || !online()) return false;
+    let r;
+    try {
+      r = await post("/v1/devices/token", { secret: device.secret });
+    } catch (e) {
+      return false;
+    }
+    if (r.status === 401) {
+      let body = {};
+      try { body = await r.json(); } catch (e) { body = {}; }
+      await deviceRevoked(body.revoked_at || null);
+      return false;
+    }
+    if (!r.ok) return false;
+    tokenFrom(await r.json());
+    await keepSignIn();
+    return true;
+  }
+
+  async function deviceRevoked(revokedAt) {
+    const at = revokedAt ? Date.parse(revokedAt) : NaN;
+    if (!Number.isNaN(at)) {
+      try {
+        const late = (await queued()).filter((item) => Date.parse(item.at) > at);
+        if (late.length) {
+          const db = await openDb();
+          const tx = db.transaction(["queue", "conflicts"], "readwrite", { durability: "strict" });
+          for (const item of late) {
+            tx.objectStore("queue").delete(item.nonce);
+            tx.objectStore("conflicts").put({
+              nonce: item.nonce, ticket: item.ticket, kind: "device_revoked", at: new Date().toISOString(),
+              text: "Ticket " + item.ticket + " was let in offline at " + timeOf(item.at) + ", after this device was revoked ("
+                + timeOf(revokedAt) + "): never uploaded.",
+            });
+          }
+          await finished(tx);
+        }
+      } catch (e) { /* left in the queue: a staff sign-in uploads them, and the server judges */ }
+    }
+    device = null;
+    token = null;
+    tokenExp = 0;
+    await keepSignIn();
+    await forgetTickets();
+    await showQueue();
+    await showConflicts();
+    const waiting = pending ? " " + pending + " offline scans made before then wait: sign in with a staff token to upload them." : "";
+    setup((revokedAt ? "This device was revoked at " + timeOf(revokedAt) : "This device's pairing is no longer valid")
+      + ": pair it again." + waiting);
+  }
+
   // --- what the device keeps: list, keys, revocations ------------------------------
   async function refresh() {
     if (!token || !listId || !online()) return false;
     try {
       const lr = await api("/v1/checkin-lists/" + encodeURIComponent(listId));
-      if (lr.status === 401) { setup("The staff token is invalid or expired."); return false; }
+      if (lr.status === 401) {
+        if (token) setup("The staff token is invalid or expired.");
+        return false;
+      }
       if (lr.status === 403 || lr.status === 404) {
         listId = null;
         keepSignIn();
@@ -996,11 +1129,13 @@
     $("scanner").hidden = true;
     $("setup").hidden = false;
     $("setup-notice").textContent = message || "";
-    $("setup-token").value = token || "";
-    const events = claims(token || "").events || [];
+    const staffToken = device ? "" : token || ""; // a device's token is never shown as a staff token
+    $("setup-token").value = staffToken;
+    const events = claims(staffToken).events || [];
     $("setup-events").replaceChildren(...events.map((e) => Object.assign(document.createElement("option"), { value: e })));
     if (events.length && !$("setup-event").value) $("setup-event").value = events[0];
     $("setup-lists").hidden = true;
+    document.body.dataset.signin = "none";
   }
 
   async function loadLists(ev) {
@@ -1012,6 +1147,7 @@
       return;
     }
     token = t;
+    device = null;
     await keepSignIn();
     let r;
     try {
@@ -1060,6 +1196,8 @@
     showDirection();
     $("setup").hidden = true;
     $("scanner").hidden = false;
+    document.body.dataset.signin = device ? "device" : "staff";
+    $("change-list").hidden = Boolean(device); // a paired device scans on its own list
     showNetwork();
     await migrateLegacy();
     await showQueue();
@@ -1085,6 +1223,12 @@
   $("camera-toggle").addEventListener("click", startCamera);
   $("direction").addEventListener("change", showDirection);
   $("setup-form").addEventListener("submit", loadLists);
+  $("pair-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const code = $("setup-pair").value.trim();
+    if (!code) { $("setup-notice").textContent = "Enter the pairing code."; return; }
+    if (await pairWith(code)) { $("setup-pair").value = ""; await begin(); }
+  });
   $("change-list").addEventListener("click", () => {
     listId = null;
     keepSignIn();
@@ -1096,6 +1240,7 @@
     if (pending && !window.confirm("Offline scans are still waiting to upload. Sign out anyway?")) return;
     token = null;
     listId = null;
+    device = null;
     await keepSignIn();
     forgetTickets();
     try {
@@ -1113,6 +1258,7 @@
   window.addEventListener("offline", showNetwork);
   setInterval(() => { if (online()) upload(); }, 5000);
   setInterval(() => { refresh(); }, REFRESH_MS);
+  setInterval(() => { if (device && online() && Date.now() > tokenExp - tokenTtl / 2) freshToken(); }, TOKEN_CHECK_MS);
 
   probeEd25519();
   start();
