@@ -103,7 +103,7 @@ async def post_while_rendering(stack: Stack, big: int, rate: float, seconds: flo
     return out
 
 
-async def leg(workers: int, args: argparse.Namespace) -> dict[str, Any]:
+async def leg(workers: int, rate: float, seconds: float, orders: int, big: int) -> dict[str, Any]:
     loadavg_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ticketry-intake-") as tmp:
         env = {"TICKETRY_API_WORKERS": str(workers)}
@@ -116,8 +116,8 @@ async def leg(workers: int, args: argparse.Namespace) -> dict[str, Any]:
             before = api_cpu_s(stack)
             await asyncio.sleep(IDLE_S)  # what the api's own loops cost with no order coming
             idle_ms_per_s = (api_cpu_s(stack) - before) * 1000 / IDLE_S
-            cpu_ms = await api_cpu_per_order(stack, args.orders)
-            post = await post_while_rendering(stack, args.big, args.rate, args.seconds)
+            cpu_ms = await api_cpu_per_order(stack, orders)
+            post = await post_while_rendering(stack, big, rate, seconds)
         finally:
             await asyncio.to_thread(stack.stop)
     return {
@@ -131,10 +131,14 @@ async def leg(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Each worker count of ``args.workers`` in turn; what :func:`main` prints."""
-    legs = [await leg(w, args) for w in args.workers]
-    return {"rate": args.rate, "seconds": args.seconds, "orders": args.orders, "big": args.big, "legs": legs}
+async def run(
+    workers: list[int] | None = None, rate: float = 200.0, seconds: float = 20.0, orders: int = 400, big: int = 4000
+) -> dict[str, Any]:
+    """Each worker count of ``workers`` in turn (default 1, then one per allowed
+    core: 0), a stack of its own each; what :func:`main` prints."""
+    counts = workers if workers is not None else [1, 0]
+    legs = [await leg(w, rate, seconds, orders, big) for w in counts]
+    return {"rate": rate, "seconds": seconds, "orders": orders, "big": big, "legs": legs}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -153,7 +157,7 @@ def _ms(v: float | None) -> str:
 
 def main() -> None:
     args = parser().parse_args()
-    out = asyncio.run(run(args))
+    out = asyncio.run(run(args.workers, args.rate, args.seconds, args.orders, args.big))
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"intake-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(out, indent=2))
