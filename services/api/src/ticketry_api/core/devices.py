@@ -1,6 +1,5 @@
 """Scanner devices, the pure part: pairing codes, device secrets, their
-hashes, the access token's scope, and which offline scans a revocation makes
-conflicts. I/O is in ``ticketry_api.devices`` and ``store.devices``.
+hashes and the access token's scope. I/O is in ``ticketry_api.devices`` and ``store.devices``.
 
 A device is paired once with a **pairing code** (12 characters of Crockford's
 base32, 60 bits, shown as ``ABCD-EFGH-JKMN``; short-lived and single use),
@@ -17,7 +16,6 @@ import hashlib
 import hmac
 import re
 import secrets
-from datetime import datetime
 
 # Crockford's base32: no I, L, O, U (read as 1, 1, 0; U is left out).
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -77,8 +75,3 @@ def scope_parts(value: str | None) -> tuple[str, str] | None:
     """``(device id, list id)`` of a device's scope, or None for any other caller."""
     m = _SCOPE.match(value or "")
     return (m.group(1), m.group(2)) if m else None
-
-
-def after_revocation(scanned_at: datetime, revoked_at: datetime | None) -> bool:
-    """True for a scan a device made after it was revoked: never accepted, a conflict."""
-    return revoked_at is not None and scanned_at > revoked_at
