@@ -9,9 +9,11 @@ Noto Sans CJK, which is not preprocessed (that would cost 126 MB per process).
 
 Text extraction keys on the CID: a glyph can stand for different text in one
 name (Devanagari ``म`` alone and inside the conjunct ``र्मा``), so for TrueType
-outlines each distinct (glyph, text) pair gets a CID of its own, and a
-``CIDToGIDMap`` maps them back to the glyphs (several CIDs to one glyph is
-allowed); the ``ToUnicode`` CMap gives each CID its text. Glyphs are drawn in
+outlines, in such a name, each distinct (glyph, text) pair gets a CID of its
+own, and a ``CIDToGIDMap`` maps them back to the glyphs (several CIDs to one
+glyph is allowed); in the others (most names) the CID is the subset's glyph id
+(``/CIDToGIDMap /Identity``, one stream less). The ``ToUnicode`` CMap gives each
+CID its text. Glyphs are drawn in
 visual order, as WeasyPrint draws them, so extractors put right-to-left text in
 logical order the way they do for the full render. CFF outlines (CJK) cannot
 map several CIDs to one glyph (CID = glyph id): there the first text of a glyph
@@ -33,7 +35,7 @@ from ticketry import fonts
 # Tables a PDF viewer never reads from an embedded CID font (shaping is done).
 _DROP = ("GSUB", "GPOS", "GDEF", "BASE", "JSTF", "DSIG", "kern", "vhea", "vmtx", "VORG", "name", "LTSH", "PCLT", "gasp")
 # TrueType outlines drawn by CID (CIDToGIDMap): no character map is read either.
-_DROP_TRUETYPE = ("cmap", "post")
+_DROP_TRUETYPE = ("cmap", "post", "OS/2")
 
 
 class Subsetter:
@@ -41,6 +43,7 @@ class Subsetter:
 
     def __init__(self, face: fonts.Face) -> None:
         self.face = face
+        self.cff = face.is_cff  # a look through the face's tables each time it is asked
         self._pre: Any = None
 
     def subset(self, gids: tuple[int, ...]) -> tuple[bytes, dict[int, int]]:
@@ -54,7 +57,7 @@ class Subsetter:
         data, mapping = self._subset(gids)
         # A subset tag from the glyphs (PDF 9.6.4): same glyphs, same name.
         tag = "".join(chr(65 + b % 26) for b in hashlib.sha256(data).digest()[:6])
-        extra = b" /Subtype /OpenType" if self.face.is_cff else b" /Length1 %d" % len(data)
+        extra = b" /Subtype /OpenType" if self.cff else b" /Length1 %d" % len(data)
         return Program(data, mapping, _stream(extra, data, 9), tag)  # packed once per glyph set: the best level
 
     def _subset(self, gids: tuple[int, ...]) -> tuple[bytes, dict[int, int]]:
@@ -62,13 +65,13 @@ class Subsetter:
             # Preprocessing makes a subset ~0.05 ms, but of Noto Sans CJK it costs
             # 126 MB and 0.47 s per process (measured): CFF faces are subset as they
             # are (2.4 ms per new glyph set; repeated sets come from the cache).
-            self._pre = self.face.hb_face if self.face.is_cff else hb.subset_preprocess(self.face.hb_face)
+            self._pre = self.face.hb_face if self.cff else hb.subset_preprocess(self.face.hb_face)
         inp = hb.SubsetInput()
         for gid in gids:
             inp.glyph_set.add(gid)
         inp.flags = hb.SubsetFlags.NO_HINTING | hb.SubsetFlags.CFF_IDENTITY_CHARSET
         drop = inp.sets(hb.SubsetInputSets.DROP_TABLE_TAG)
-        for tag in _DROP if self.face.is_cff else _DROP + _DROP_TRUETYPE:
+        for tag in _DROP if self.cff else _DROP + _DROP_TRUETYPE:
             drop.add(int.from_bytes(tag.encode(), "big"))
         plan = hb.SubsetPlan(self._pre, inp)
         mapping = dict(plan.old_to_new_glyph_mapping)
@@ -91,6 +94,7 @@ class Embedded:
     """What the content stream needs: the 2-byte code (Identity-H: the CID) of each (glyph, text)."""
 
     codes: dict[tuple[int, str], int]
+    advances: dict[int, int]  # glyph id → its width in /W (1/1000 em)
     objects: list[tuple[int, bytes]]  # (object number, body): the Type0 first, then new ones
 
 
@@ -124,17 +128,21 @@ def embed(sub: Subsetter, uses: Sequence[tuple[int, str]], type0_obj: int, first
     Type0 dictionary replaces ``type0_obj`` (reserved in the template's
     resources), the others are numbered from ``first_obj``."""
     face = sub.face
-    cff = face.is_cff
+    cff = sub.cff
     gids = sorted({g for g, _ in uses})
     subset = sub.program(tuple(gids))
     old_to_new = subset.old_to_new
-    if cff:  # CID = glyph id of the subset; the first text of a glyph wins
-        codes = {pair: old_to_new[pair[0]] for pair in dict.fromkeys(uses)}
+    pairs = dict.fromkeys(uses)
+    # CID = glyph id of the subset (CIDToGIDMap /Identity, no stream) where each
+    # glyph stands for one text (most names), and always for CFF outlines.
+    identity = cff or len(pairs) == len(gids)
+    if identity:  # for CFF, the first text of a glyph wins
+        codes = {pair: old_to_new[pair[0]] for pair in pairs}
         text_of: dict[int, str] = {}
         for (_, text), cid in codes.items():
             text_of.setdefault(cid, text)
     else:  # a CID per (glyph, text), mapped to its glyph by CIDToGIDMap
-        codes = {pair: i + 1 for i, pair in enumerate(dict.fromkeys(uses))}
+        codes = {pair: i + 1 for i, pair in enumerate(pairs)}
         text_of = {cid: text for (_, text), cid in codes.items()}
     scale = 1000 / face.upem
     advance = {g: round(face.hb_font.get_glyph_h_advance(g) * scale) for g in gids}
@@ -149,7 +157,8 @@ def embed(sub: Subsetter, uses: Sequence[tuple[int, str]], type0_obj: int, first
                     b"/ToUnicode %d 0 R >>" % (base, n_cid, n_uni)),
         (n_cid, b"<< /Type /Font /Subtype /CIDFontType%d /BaseFont /%s /CIDSystemInfo %s /FontDescriptor %d 0 R "
                 b"/DW 0 /W [%s]%s >>" % (0 if cff else 2, base, ident, n_desc, widths,
-                                         b"" if cff else b" /CIDToGIDMap %d 0 R" % n_map)),
+                                         b"" if cff else b" /CIDToGIDMap /Identity" if identity
+                                         else b" /CIDToGIDMap %d 0 R" % n_map)),
         (n_desc, b"<< /Type /FontDescriptor /FontName /%s /Flags 4 /FontBBox [0 %d 1000 %d] /ItalicAngle 0 "
                  b"/Ascent %d /Descent %d /CapHeight %d /StemV 80 /%s %d 0 R >>" % (
                      base, desc, asc, asc, desc, round(face.ascent * 700),
@@ -157,9 +166,9 @@ def embed(sub: Subsetter, uses: Sequence[tuple[int, str]], type0_obj: int, first
         (n_file, subset.stream),
         (n_uni, _stream(b"", to_unicode)),
     ]  # fmt: skip
-    if not cff:
+    if not identity:
         cid_to_gid = bytearray(2 * (max(codes.values()) + 1))
         for (g, _), cid in codes.items():
             cid_to_gid[2 * cid : 2 * cid + 2] = old_to_new[g].to_bytes(2, "big")
         objects.append((n_map, _stream(b"", bytes(cid_to_gid))))
-    return Embedded(codes=codes, objects=objects)
+    return Embedded(codes=codes, advances=advance, objects=objects)

@@ -2,7 +2,7 @@
 by the others (see ``ticketry.designs``).
 
 A design is a ``fastpath.Template``, serialized without pickle (a stored value
-is data, never code): ``TKD1``, the length of a JSON header, the header (slots,
+is data, never code): ``TKD2``, the length of a JSON header, the header (slots,
 fonts' widths and charsets, object numbers), then the template's PDF bytes.
 An empty value records a design the fast path cannot stamp.
 """
@@ -26,7 +26,9 @@ from ticketry_renderer import fastpath
 from ticketry_renderer.render import Design, build_event_template, template_key
 
 log = logging.getLogger(__name__)
-MAGIC = b"TKD1"
+# TKD2: the overlay stream opens with the Q that closes WeasyPrint's content (a
+# TKD1 design has a Q stream of its own): a design of the other kind is rebuilt.
+MAGIC = b"TKD2"
 # A process that finds another building a design waits this long for it, then builds it itself.
 WAIT_FOR_PEER_S = 5.0
 
