@@ -9,6 +9,9 @@ real headless Chromium against the real stack.
   even a few bytes fit), an offline scan shows the storage error, never an
   admit. (CDP ``Storage.overrideQuotaForOrigin`` changes the quota Chromium
   reports, not what its IndexedDB will write: tried, writes still succeed.)
+- A browser killed as soon as the scanner shows after its set-up comes back
+  signed in on that list: the sign-in is in IndexedDB, written durably before
+  the scanner shows (localStorage, which Chromium writes lazily, lost it).
 - With WebCrypto's Ed25519 taken from the page (an init script that makes
   ``importKey``/``verify`` reject it, as a browser without it does), offline
   scans verify with the vendored @noble/ed25519 and a forged code is refused.
@@ -359,3 +362,27 @@ async def test_without_webcrypto_ed25519_offline_scans_verify_and_a_forged_code_
         await expect(queue).to_have_attribute("data-count", "0")
         await expect(page.get_by_test_id("scan-conflict")).to_have_count(0)
     assert (await list_status(api, door, staff))["admitted"] == 2
+
+
+async def test_a_scanner_killed_right_after_its_set_up_is_still_set_up(
+    stack: Stack, api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
+) -> None:
+    org = token("door-q-org-4", "organizer")
+    # Given a door and its staff
+    event = await create_event(api, org, capacity=5)
+    door = await checkin_list(api, org, event["id"], name="West door")
+    staff = token("door-q-staff-4", "staff", events=[event["id"]])
+    profile = tmp_path / "profile"
+    async with persistent(profile) as (context, pid):
+        # When the scanner is set up from its link and the browser is killed as soon as it shows
+        page = await context.new_page()
+        await page.goto(f"{stack.api_url}/scan#token={staff}&list={door}")
+        await expect(page.get_by_role("heading", level=1)).to_have_text("West door")
+        os.kill(pid, signal.SIGKILL)
+        await until(lambda: _gone(pid))
+    # Then a new browser on the same profile opens the scanner on that door, signed in
+    async with persistent(profile) as (context, _):
+        page = await context.new_page()
+        await page.goto(f"{stack.api_url}/scan")
+        await expect(page.get_by_role("heading", level=1)).to_have_text("West door")
+        await expect(page.locator("#scanner")).to_be_visible()
