@@ -11,8 +11,11 @@ from git into a temporary copy of the package, everything else as it is here):
   median and the least of 5 batches: CPU time still grows on a busy host, the
   least batch is the nearest to a quiet one;
 * bytes per single-ticket PDF (mean);
-* bytes of a 1,000-ticket order's "download all": the PDFs joined in parts of
-  ``PART_SIZE`` by the api's own ``join_pdfs`` (PDFium), summed over the parts.
+* bytes of a 1,000-ticket order's "download all" (half ASCII, half
+  international names): the PDFs joined in parts of ``PART_SIZE`` by the api's
+  own ``join_pdfs`` (PDFium), summed over the parts; and joined in one file by
+  ``ticketry_renderer.orderpdf`` (pages sharing the event's page, fonts and
+  images), with its CPU time.
 
 Every fast-path PDF of the run is checked (untimed): its QR decodes to its code.
 Results go to ``bench/results/renderer-cpu-<time>.json``.
@@ -73,8 +76,22 @@ def _measure(tickets: int) -> dict[str, Any]:
             "cpu_ms_per_ticket_min": min(per_batch),
             "pdf_bytes_mean": statistics.mean(len(p) for p in pdfs),
         }
-    orders = [sample_request(i) for i in range(ORDER_TICKETS)]
-    out["order_pdf_bytes"] = _joined_bytes([render_ticket(r, design) for r in orders])
+    orders = [
+        sample_request(i).model_copy(update={"holder_name": holder("unique" if i % 2 else "ascii", i)})
+        for i in range(ORDER_TICKETS)
+    ]
+    pdfs = [render_ticket(r, design) for r in orders]
+    out["order_pdf_bytes"] = _joined_bytes(pdfs)
+    try:
+        from ticketry_renderer import orderpdf
+    except ImportError:  # a revision before it
+        return out
+    c0 = time.process_time()
+    shared = orderpdf.join(pdfs)
+    assert shared is not None, "the order's stamps did not join"
+    out["order_pdf_shared"] = {
+        "tickets": len(pdfs), "bytes": len(shared), "cpu_ms": (time.process_time() - c0) * 1000,
+    }  # fmt: skip
     return out
 
 
@@ -159,6 +176,8 @@ def table(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
          kb(get("before", "intl", "pdf_bytes_mean")), "≤ 25"),
         ("MB of a 1,000-ticket order's download-all (api join)", kb(get("now", "order_pdf_bytes", "bytes"), 1e6),
          kb(get("before", "order_pdf_bytes", "bytes"), 1e6), "≤ 3"),
+        ("MB of a 1,000-ticket order, pages sharing the template", kb(get("now", "order_pdf_shared", "bytes"), 1e6),
+         kb(get("before", "order_pdf_shared", "bytes"), 1e6), "≤ 3"),
     ]  # fmt: skip
 
 

@@ -36,7 +36,6 @@ import hashlib
 import io
 import itertools
 import re
-import struct
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,7 +61,7 @@ from ticketry.events import RenderRequest
 from weasyprint.formatting_structure import boxes
 from weasyprint.text.fonts import get_hb_object_data, get_pango_font_hb_face
 
-from ticketry_renderer import cidfonts
+from ticketry_renderer import cidfonts, orderpdf
 
 PX_TO_PT = 0.75
 # The characters of the ids a ticket prints (``or_<hex>``, ``tk_<hex>_<digits>``,
@@ -151,50 +150,13 @@ class Template:
 
 def increment(objects: list[tuple[int, bytes]], offset: int, size: int, trailer_tail: bytes, prev_xref: int) -> bytes:
     """``objects`` ((number, body)) as an incremental update of a file of
-    ``offset`` bytes: streams as they are, the dictionaries packed in one object
-    stream, and a cross-reference stream (PDF 1.5, as WeasyPrint's file ends with
-    one); ~0.4 kB less than plain objects and an xref table per ticket."""
+    ``offset`` bytes: streams as they are, the dictionaries in one object stream,
+    a cross-reference stream (as WeasyPrint's file ends with one); ~0.4 kB less
+    than plain objects and an xref table per ticket."""
     streams = sorted((n, b) for n, b in objects if b.endswith(b"endstream"))
     plain = sorted((n, b) for n, b in objects if not b.endswith(b"endstream"))
     size = max(size, max(n for n, _ in objects) + 1)
-    parts: list[bytes] = []
-    entries: dict[int, tuple[int, int, int]] = {}  # number → (type, field 2, field 3)
-    for num, body in streams:
-        obj = b"%d 0 obj\n%s\nendobj\n" % (num, body)
-        entries[num] = (1, offset, 0)
-        parts.append(obj)
-        offset += len(obj)
-    if plain:
-        stm, size = size, size + 1
-        heads, pos = [], 0
-        for num, body in plain:
-            heads.append(b"%d %d" % (num, pos))
-            pos += len(body) + 1
-        head = b" ".join(heads) + b"\n"
-        packed = zlib.compress(head + b"\n".join(body for _, body in plain), 1)
-        obj = b"%d 0 obj\n<</Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d>>\nstream\n%s\n" \
-              b"endstream\nendobj\n" % (stm, len(plain), len(head), len(packed), packed)  # fmt: skip
-        entries[stm] = (1, offset, 0)
-        entries.update((num, (2, stm, i)) for i, (num, _) in enumerate(plain))
-        parts.append(obj)
-        offset += len(obj)
-    xref_num, size = size, size + 1
-    entries[xref_num] = (1, offset, 0)
-    nums = sorted(entries)
-    rows = zlib.compress(b"".join(struct.pack(">BIH", *entries[n]) for n in nums), 1)
-    ranges: list[list[int]] = []  # [first, count] of consecutive numbers
-    for n in nums:
-        if ranges and ranges[-1][0] + ranges[-1][1] == n:
-            ranges[-1][1] += 1
-        else:
-            ranges.append([n, 1])
-    index = b" ".join(b"%d %d" % (first, count) for first, count in ranges)
-    parts.append(
-        b"%d 0 obj\n<</Type /XRef /Size %d /W [1 4 2] /Index [%s] %s /Prev %d /Filter /FlateDecode /Length %d>>\n"
-        b"stream\n%s\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n"
-        % (xref_num, size, index, trailer_tail, prev_xref, len(rows), rows, offset)
-    )
-    return b"".join(parts)
+    return orderpdf.update(plain, streams, offset, size, trailer_tail, prev_xref, level=1)
 
 
 @functools.cache

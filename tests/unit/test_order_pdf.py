@@ -1,0 +1,78 @@
+"""An order's stamped tickets joined into one PDF whose pages share their event's
+page (``ticketry_renderer.orderpdf``): every page as its own ticket's PDF draws
+it (same pixels, same text, a QR that decodes), a fraction of the bytes of the
+tickets' files, and no join at all for what is not one template's stamps."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pypdf
+import pypdfium2
+import pytest
+from PIL import ImageChops
+from ticketry_renderer import orderpdf
+from ticketry_renderer.render import Design, render_ticket, render_ticket_full
+
+from tests.helpers import decode_qr
+from tests.unit.test_render_fidelity import WORLD_NAMES, Signer, request, text_of
+
+
+@pytest.fixture(scope="module")
+def design() -> Design:
+    return Design.default()
+
+
+@pytest.fixture(scope="module")
+def signer() -> Signer:
+    return Signer()
+
+
+def _page(pdf: bytes, i: int) -> Any:
+    doc = pypdfium2.PdfDocument(pdf)
+    try:
+        return doc[i].render(scale=100 / 72).to_pil().convert("L")
+    finally:
+        doc.close()
+
+
+def _one_page(pdf: bytes, i: int) -> bytes:
+    """Page ``i`` of ``pdf`` as a PDF of its own (for the QR reader and text)."""
+    writer = pypdf.PdfWriter()
+    writer.add_page(pypdf.PdfReader(io.BytesIO(pdf)).pages[i])
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_an_orders_pages_share_the_template_and_draw_each_ticket(design: Design, signer: Any) -> None:
+    # Given an order's tickets on the fast path, names in every script
+    names = ["Ada Lovelace", *WORLD_NAMES, "Ada Lovelace"]
+    reqs = [request(signer, name) for name in names]
+    pdfs = [render_ticket(r, design) for r in reqs]
+
+    # When they are joined
+    joined = orderpdf.join(pdfs)
+
+    # Then it is one PDF of as many pages, a strict reader agrees, and it is far
+    # smaller than the tickets' files (the event's page, fonts and images once)
+    assert joined is not None
+    assert len(pypdf.PdfReader(io.BytesIO(joined), strict=True).pages) == len(reqs)
+    assert len(joined) < sum(map(len, pdfs)) / 4
+    # And each page draws exactly what its ticket's own PDF draws, text included
+    for i in (0, 5, 13, len(reqs) - 1):
+        assert ImageChops.difference(_page(joined, i), _page(pdfs[i], 0)).getbbox() is None
+        page = _one_page(joined, i)
+        assert decode_qr(page) == reqs[i].code
+        assert text_of(page) == text_of(pdfs[i])
+
+
+def test_tickets_of_two_templates_or_a_full_render_are_not_joined(design: Design, signer: Any) -> None:
+    a = render_ticket(request(signer, "Ada Lovelace"), design)
+    other_event = render_ticket(request(signer, "Ada Lovelace", event_name="Another Night"), design)
+    full = render_ticket_full(request(signer, "Ada Lovelace"), design)
+    assert orderpdf.join([a, other_event]) is None
+    assert orderpdf.join([a, full]) is None
+    assert orderpdf.join([full]) is None
+    assert orderpdf.join([]) is None
