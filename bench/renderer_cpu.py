@@ -125,6 +125,8 @@ def _package_at(rev: str, into: Path) -> Path:
         got = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=ROOT, capture_output=True, check=False)
         if got.returncode == 0:
             (pkg / module).write_bytes(got.stdout)
+        else:  # a module that revision did not have
+            (pkg / module).unlink()
     return into
 
 
