@@ -165,7 +165,8 @@ def _subsetters() -> tuple[cidfonts.Subsetter, ...]:
 
 
 def fitted_size(line: fonts.Line) -> float:
-    """``fonts.fitted_size`` of the shaped name (it shapes the name again: ~0.1 ms)."""
+    """``fonts.fitted_size`` of the shaped name, without its second pass over the name
+    (collapse, drawability, the shaping cache), which the stamp has just made."""
     advance = line.advance
     if advance <= 0:
         return fonts.HOLDER_PT
