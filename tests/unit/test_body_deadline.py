@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 from starlette.types import Message, Scope
-from ticketry.auth import AuthError, UnboundStaffError
+from ticketry.auth import AuthError, Principal, UnboundStaffError
 from ticketry_api.middleware.bodies import BodyDeadline, ClientBodies, has_body
-from ticketry_api.middleware.shedding import OrderGate, Shedding, bearer_token
+from ticketry_api.middleware.shedding import VERIFIED, OrderGate, Shedding, bearer_token
 
 
 def test_client_bodies_are_bounded_per_address_and_forgotten_when_done() -> None:
@@ -224,3 +224,25 @@ async def test_order_gate_sheds_first_when_no_slot_or_place_is_left() -> None:
     scope = {"type": "http", "method": "POST", "path": "/v1/orders", "headers": []}
     await OrderGate(app, shedding, verify)(scope, receive, send)
     assert sent[0]["status"] == 503 and int(dict(sent[0]["headers"])[b"retry-after"]) >= 1
+
+
+async def test_order_gate_hands_the_token_it_verified_and_its_principal_to_the_route() -> None:
+    who = Principal(sub="buyer-1", role="buyer")
+    seen: list[object] = []
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        seen.append(scope.get(VERIFIED))
+
+    async def receive() -> Message:
+        raise AssertionError("no body read")
+
+    async def send(msg: Message) -> None:
+        raise AssertionError("nothing sent")
+
+    def verify(token: str) -> Principal:
+        assert token == "good"
+        return who
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/orders", "headers": [(b"authorization", b"Bearer good")]}
+    await OrderGate(app, Shedding(1, max_queued=0, queue_s=1.0), verify)(scope, receive, send)
+    assert seen == [("good", who)]

@@ -18,6 +18,7 @@ from ticketry_api import devices, ratelimit
 from ticketry_api.config import ApiSettings
 from ticketry_api.core.devices import scope_parts
 from ticketry_api.core.problem import Problem
+from ticketry_api.middleware.shedding import VERIFIED
 from ticketry_api.store import Store
 from ticketry_api.wallet import Wallet
 from ticketry_api.web.joins import Joins
@@ -90,6 +91,9 @@ async def get_principal(
 ) -> Principal:
     if creds is None or creds.scheme.lower() != "bearer":
         raise Problem(401, "unauthorized", "a bearer token is required", _UNAUTHORIZED)
+    verified = request.scope.get(VERIFIED)  # POST /v1/orders: OrderGate verified this very token
+    if verified is not None and verified[0] == creds.credentials and isinstance(verified[1], Principal):
+        return verified[1]
     state = app_state(request)
     verifier = state.token_verifier()
     try:
