@@ -142,7 +142,7 @@ class Template:
         ops.append(holder_ops)
         ops.append(_qr_ops(self.qr, req.code))
         ops.append(b"Q")
-        content = zlib.compress(b"\n".join(ops), 6)
+        content = zlib.compress(b"\n".join(ops), 1)
         objects.append((self.overlay_obj, b"<</Length %d /Filter /FlateDecode>>\nstream\n%s\nendstream" % (
             len(content), content)))  # fmt: skip
         return self.base + increment(objects, len(self.base), self.size, self.trailer_tail, self.prev_xref)

@@ -206,11 +206,16 @@ def update(
             ranges[-1][1] += 1
         else:
             ranges.append([n, 1])
-    rows = zlib.compress(b"".join(struct.pack(">BIH", *entries[n]) for n in nums), level)
+    rows = b"".join(struct.pack(">BIH", *entries[n]) for n in nums)
+    # A ticket's ~10 rows are ~70 bytes: packing them saves ~25 bytes for ~15 µs
+    # (zlib's set-up), a tenth of the stamp's writing; an order's are packed.
+    flate = len(rows) > 512
+    if flate:
+        rows = zlib.compress(rows, level)
     index = b" ".join(b"%d %d" % (first, count) for first, count in ranges)
     parts.append(
-        b"%d 0 obj\n<</Type /XRef /Size %d /W [1 4 2] /Index [%s] %s /Prev %d /Filter /FlateDecode /Length %d>>\n"
+        b"%d 0 obj\n<</Type /XRef /Size %d /W [1 4 2] /Index [%s] %s /Prev %d%s /Length %d>>\n"
         b"stream\n%s\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n"
-        % (xref_num, size, index, tail, prev, len(rows), rows, offset)
+        % (xref_num, size, index, tail, prev, b" /Filter /FlateDecode" if flate else b"", len(rows), rows, offset)
     )
     return b"".join(parts)
