@@ -20,10 +20,18 @@ and wallet passes with emails on vs off (``bench/wallet_mail.py``: 200-ticket
 orders, passes fetched and mails in mailpit, ~2 min).
 The operator's console's feed: the api's CPU with 10 consoles open vs none
 (``bench/ops_feed.py``, its own stack, ~3 min).
+Issue 33's figures: the renderer's CPU per ticket and its PDFs' bytes (single
+tickets, a 1,000-ticket order), this tree against ``renderer_cpu.BEFORE_REV``
+or ``--against``'s revision (``bench/renderer_cpu.py``, no stack, ~1 min; in
+``--quick`` too), and the api's CPU per one-ticket order and ``POST
+/v1/orders``' p99 at 200/s while the renderers render, 1 api worker vs one per
+core (``bench/intake.py``, a stack per worker count, ~3 min).
 ``--against <rev>``: the end-to-end 10,000-ticket order on this tree and on
 revision ``<rev>`` (a git worktree with its own environment), alternately,
 ``--against-rounds`` each (3), each side's median and their ratio
 (``bench/against.py``, ~2 min a round); ``--against-only`` runs just that.
+``--only a,b``: just the named parts (``SCENARIOS``; ``core`` is the
+baselines and the bench's own stack), e.g. ``--only renderer-cpu,intake``.
 The rush, the crowd, the flood and the failovers add a verdict row each; a
 scenario that fails or misses its verdict is named at the end.
 """
@@ -37,7 +45,8 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +60,10 @@ from bench import (
     crowd,
     flood,
     ha,
+    intake,
     intl_orders,
     ops_feed,
+    renderer_cpu,
     replica_wait,
     rush,
     scaler_curve,
@@ -61,6 +72,14 @@ from bench import (
 )
 
 RESULTS = Path(__file__).parent / "results"
+# What ``--only`` names: ``core`` is the baselines and the bench's own stack
+# (big orders, 100-ticket orders, names of every script, POST load).
+SCENARIOS = ("core", "scaler-curve", "burst", "rush", "crowd", "flood", "replica-wait", "ha", "wallet-mail",
+             "ops-feed", "renderer-cpu", "intake", "against")  # fmt: skip
+# Not in ``--quick``: those that start stacks of their own.
+NOT_QUICK = frozenset(
+    {"scaler-curve", "burst", "rush", "crowd", "flood", "replica-wait", "ha", "wallet-mail", "ops-feed", "intake"}
+)
 
 
 def med(values: Sequence[float | None]) -> float | None:
@@ -98,6 +117,8 @@ class Measured:
     ha_rows: list[Row] = field(default_factory=list)
     wallet_mail_rows: list[Row] = field(default_factory=list)
     ops_feed_rows: list[Row] = field(default_factory=list)
+    renderer_cpu_rows: list[Row] = field(default_factory=list)
+    intake_rows: list[Row] = field(default_factory=list)
     against_rows: list[Row] = field(default_factory=list)
     intl: dict[str, Any] | None = None
 
@@ -108,15 +129,17 @@ def main() -> int:
     workers = scenarios.cpu_count()
     out: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": runs, "workers": workers}
     m = Measured()
-    if not args.against_only:
+    core = wanted(args, "core")
+    if core:
         _baselines(args, runs, workers, m, out)
         _on_bench_stack(args, runs, workers, m, out)
-        _on_own_stacks(args, m, out)
-    if args.against:
+    _on_own_stacks(args, m, out)
+    _issue_33(args, m, out)
+    if wanted(args, "against"):
         _against(args, m, out)
     for err in out.get("errors", []):
         print("scenario failed:", err)
-    rows = m.against_rows if args.against_only else _rows(m)
+    rows = _rows(m, core)
     _print_table(rows)
     out["table"] = [dict(zip(_HEAD, r, strict=True)) for r in rows]
     RESULTS.mkdir(exist_ok=True)
@@ -152,6 +175,21 @@ def _parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--no-ops-feed", action="store_true", help="skip bench/ops_feed.py, the console feed's api CPU (~3 min)"
     )
+    ap.add_argument(
+        "--no-renderer-cpu", action="store_true", help="skip bench/renderer_cpu.py, CPU and bytes per ticket (~1 min)"
+    )
+    ap.add_argument("--renderer-cpu-tickets", type=int, default=1000, help="tickets per kind of name")
+    ap.add_argument(
+        "--no-intake", action="store_true", help="skip bench/intake.py, api CPU per order and POST p99 (~3 min)"
+    )
+    ap.add_argument(
+        "--intake-workers", type=_ints, default=[1, 0], help="api worker counts, a stack each (0: one per core)"
+    )
+    ap.add_argument("--intake-orders", type=int, default=400, help="one-ticket orders for the api's CPU")
+    ap.add_argument("--intake-big", type=int, default=4000, help="tickets the renderers render under the POST load")
+    ap.add_argument("--intake-rate", type=float, default=200.0, help="POST /v1/orders per second")
+    ap.add_argument("--intake-seconds", type=float, default=20.0, help="how long the POST load lasts")
+    ap.add_argument("--only", type=_names, help=f"only these, comma-separated: {','.join(SCENARIOS)}")
     ap.add_argument("--post-seconds", type=float, default=10.0)
     ap.add_argument("--against", metavar="REV", help="also the end-to-end order on REV, alternated (bench/against.py)")
     ap.add_argument("--against-rounds", type=int, default=3, help=f"rounds per side (≥ {against.MIN_ROUNDS})")
@@ -159,9 +197,50 @@ def _parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.against_only and not args.against:
         ap.error("--against-only needs --against REV")
+    if args.only and "against" in args.only and not args.against:
+        ap.error("--only against needs --against REV")
+    if args.only and args.against_only:
+        ap.error("--only and --against-only: one or the other")
     if args.against_rounds < against.MIN_ROUNDS:
         ap.error(f"--against-rounds: at least {against.MIN_ROUNDS}")
     return args
+
+
+def _ints(text: str) -> list[int]:
+    return [int(w) for w in text.split(",") if w]
+
+
+def _names(text: str) -> frozenset[str]:
+    names = frozenset(n.strip() for n in text.split(",") if n.strip())
+    unknown = sorted(names - set(SCENARIOS))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"not a scenario: {', '.join(unknown)} (one of {', '.join(SCENARIOS)})")
+    return names
+
+
+def wanted(args: argparse.Namespace, name: str) -> bool:
+    """Whether this run runs scenario ``name``: named by ``--only``, or else not
+    skipped by its ``--no-<name>``, ``--quick`` or ``--against-only``."""
+    if args.only:
+        return name in args.only
+    if name == "against":
+        return bool(args.against)
+    if args.against_only or (args.quick and name in NOT_QUICK):
+        return False
+    return not getattr(args, "no_" + name.replace("-", "_"), False)
+
+
+@contextmanager
+def _reported(out: dict[str, Any], name: str) -> Iterator[None]:
+    """A scenario that raises is named in ``out["errors"]``; the run goes on."""
+    try:
+        yield
+    except Exception as exc:  # report what was measured, say what failed
+        _fail(out, f"{name}: {type(exc).__name__}: {exc}"[:300])
+
+
+def _fail(out: dict[str, Any], message: str) -> None:
+    out.setdefault("errors", []).append(message)
 
 
 def _baselines(args: argparse.Namespace, runs: int, workers: int, m: Measured, out: dict[str, Any]) -> None:
@@ -233,85 +312,88 @@ def _on_bench_stack(args: argparse.Namespace, runs: int, workers: int, m: Measur
 
 def _on_own_stacks(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -> None:
     """The scaler curve, the bursts, the rush and the crowd: each starts a stack of its own."""
-    if not (args.quick or args.no_scaler_curve):
+    if wanted(args, "scaler-curve"):
         print("scaler curve: 3,000-ticket order, min 1, max 4 …", flush=True)
-        try:
+        with _reported(out, "scaler curve"):
             m.curve = out["scaler_curve"] = scaler_curve.run()["summary"]
-        except Exception as exc:
-            out.setdefault("errors", []).append(f"scaler curve: {type(exc).__name__}: {exc}"[:300])
-    if not (args.quick or args.no_burst):
+    if wanted(args, "burst"):
         print("bursts: default scaler vs fixed renderers, old vs new policy, first tickets (bench/burst.py) …")
-        try:
+        with _reported(out, "burst"):
             b = burst.run()
             out["burst"], m.burst_rows = b["summary"], b["table"]
-        except Exception as exc:
-            out.setdefault("errors", []).append(f"burst: {type(exc).__name__}: {exc}"[:300])
-    if not (args.quick or args.no_rush):
+    if wanted(args, "rush"):
         print("the on-sale rush: 500 orders at once, 5,000 buyers through a waiting room (bench/rush.py) …")
-        try:
+        with _reported(out, "rush"):
             got = rush.run()
             out["rush"], m.rush_rows = got["summary"], got["table"]
             if not got["ok"]:
-                out.setdefault("errors", []).append("rush: verdict not met (its verdict rows say why)")
-        except Exception as exc:
-            out.setdefault("errors", []).append(f"rush: {type(exc).__name__}: {exc}"[:300])
-    if not (args.quick or args.no_crowd):
+                _fail(out, "rush: verdict not met (its verdict rows say why)")
+    if wanted(args, "crowd"):
         print(f"the on-sale crowd: {args.crowd:,} progress sockets at once, then their completions (bench/crowd.py) …")
-        try:
+        with _reported(out, "crowd"):
             got = crowd.run(sockets=args.crowd)
             out["crowd"], m.crowd_rows = got["summary"], got["table"]
             if not got["ok"]:
-                out.setdefault("errors", []).append("crowd: verdict not met (its verdict row says why)")
-        except Exception as exc:
-            out.setdefault("errors", []).append(f"crowd: {type(exc).__name__}: {exc}"[:300])
-    if not (args.quick or args.no_flood):
+                _fail(out, "crowd: verdict not met (its verdict row says why)")
+    if wanted(args, "flood"):
         print("the flood: wrk, 20 vs 500 connections that never back off, api vs HAProxy (bench/flood.py) …")
-        try:
+        with _reported(out, "flood"):
             got = flood.run()
             out["flood"], m.flood_rows = got, flood.table(got)
             if not flood.verdict(got["summary"]["proxy"]):
-                out.setdefault("errors", []).append("flood: verdict not met through HAProxy (its rows say why)")
-        except Exception as exc:
-            out.setdefault("errors", []).append(f"flood: {type(exc).__name__}: {exc}"[:300])
-    if not (args.quick or args.no_replica_wait):
+                _fail(out, "flood: verdict not met through HAProxy (its rows say why)")
+    if wanted(args, "replica-wait"):
         print("waiting for a replica: POST /v1/orders at 50/s, MIN_REPLICAS 0 vs 1 (bench/replica_wait.py) …")
-        try:
+        with _reported(out, "replica_wait"):
             got = replica_wait.run()
             out["replica_wait"], m.replica_rows = got["summary"], replica_wait.table(got)
-        except Exception as exc:
-            out.setdefault("errors", []).append(f"replica_wait: {type(exc).__name__}: {exc}"[:300])
-    if not (args.quick or args.no_ha):
+    if wanted(args, "ha"):
         print("several hosts: 1 api vs 2 behind HAProxy, Redis primary killed 5 times (bench/ha.py) …")
-        try:
+        with _reported(out, "ha"):
             got = ha.run()
             out["ha"], m.ha_rows = got, ha.table(got)
             if not ha.verdict(got):
-                out.setdefault("errors", []).append("ha: a failover missed its 15 s (its row says why)")
-        except Exception as exc:
-            out.setdefault("errors", []).append(f"ha: {type(exc).__name__}: {exc}"[:300])
-    if not (args.quick or args.no_wallet_mail):
+                _fail(out, "ha: a failover missed its 15 s (its row says why)")
+    if wanted(args, "wallet-mail"):
         print("wallet passes and emails: on vs off, 200-ticket orders (bench/wallet_mail.py) …", flush=True)
-        try:
+        with _reported(out, "wallet_mail"):
             got = wallet_mail.run()
             out["wallet_mail"], m.wallet_mail_rows = got, wallet_mail.table(got)
             if not got["ok"]:
-                out.setdefault("errors", []).append("wallet_mail: passes and emails halve throughput (its row)")
-        except Exception as exc:
-            out.setdefault("errors", []).append(f"wallet_mail: {type(exc).__name__}: {exc}"[:300])
-    if not (args.quick or args.no_ops_feed):
+                _fail(out, "wallet_mail: passes and emails halve throughput (its row)")
+    if wanted(args, "ops-feed"):
         print("the console's feed: api CPU with 10 consoles vs none (bench/ops_feed.py) …", flush=True)
-        try:
+        with _reported(out, "ops_feed"):
             got = ops_feed.run()
             out["ops_feed"], m.ops_feed_rows = got, ops_feed.table(got)
             if not got["ok"]:
-                out.setdefault("errors", []).append("ops_feed: 10 consoles cost the api 2 % of a core or more")
-        except Exception as exc:
-            out.setdefault("errors", []).append(f"ops_feed: {type(exc).__name__}: {exc}"[:300])
+                _fail(out, "ops_feed: 10 consoles cost the api 2 % of a core or more")
+
+
+def _issue_33(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -> None:
+    """The renderer's CPU and bytes per ticket against an earlier revision (``--against``'s,
+    else ``renderer_cpu.BEFORE_REV``), and the api's CPU per order and POST p99 with renderers busy."""
+    if wanted(args, "renderer-cpu"):
+        before = args.against or renderer_cpu.BEFORE_REV
+        print(f"renderer CPU and PDF bytes per ticket, this tree vs {before[:7]} (bench/renderer_cpu.py) …", flush=True)
+        with _reported(out, "renderer_cpu"):
+            got = renderer_cpu.run(args.renderer_cpu_tickets, before)
+            out["renderer_cpu"], m.renderer_cpu_rows = got, renderer_cpu.rows(got)
+    if wanted(args, "intake"):
+        print(f"intake: api CPU per order, POST at {args.intake_rate:g}/s with renderers busy (bench/intake.py) …")
+        with _reported(out, "intake"):
+            got = asyncio.run(
+                intake.run(
+                    args.intake_workers, args.intake_rate, args.intake_seconds, args.intake_orders, args.intake_big
+                )
+            )
+            out["intake"], m.intake_rows = got, intake.rows(got)
 
 
 def _against(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -> None:
     """This tree vs ``--against``: the end-to-end order, alternated (bench/against.py)."""
-    try:
+    print(f"this tree vs {args.against}: the end-to-end order, alternated (bench/against.py) …", flush=True)
+    with _reported(out, "against"):
         got = against.run(args.against, args.against_rounds, args.quantity)
         out["against"], m.against_rows = got, against.rows(got)
         for r in got["rounds"]:
@@ -319,12 +401,15 @@ def _against(args: argparse.Namespace, m: Measured, out: dict[str, Any]) -> None
                 out.setdefault("errors", []).append(f"against: round {r['round']} {r['side']}: {r['error']}"[:300])
         if not against.met(got):
             out.setdefault("errors", []).append(f"against: ratio under {against.TARGET_RATIO:g}× (its row)")
-    except Exception as exc:
-        out.setdefault("errors", []).append(f"against: {type(exc).__name__}: {exc}"[:300])
 
 
-def _rows(m: Measured) -> list[Row]:
-    """The table: each figure, its value, its target or baseline, their ratio."""
+def _rows(m: Measured, core: bool = True) -> list[Row]:
+    """The table: each figure, its value, its target or baseline, their ratio
+    (without ``core``: only the rows of the scenarios that ran)."""
+    if not core:
+        return [*_curve_rows(m.curve), *m.burst_rows, *m.rush_rows, *m.crowd_rows, *m.flood_rows, *m.replica_rows,
+                *m.ha_rows, *m.wallet_mail_rows, *m.ops_feed_rows, *m.renderer_cpu_rows,
+                *m.intake_rows, *m.against_rows]  # fmt: skip
     tps = med([b["tickets_per_s"] for b in m.big])
     w, k = med(m.weasy), med(m.wk)
     rss_max = max((max(s) for b in m.big for s in b["rss_mb"] if s), default=None)
@@ -362,13 +447,7 @@ def _rows(m: Measured) -> list[Row]:
          fmt(med([v for b in m.big for v in b["small_done_ms"]])), "≤ 1000", ""),
         ("renderer RSS max over the runs (MB)", fmt(rss_max), "≤ 250", ""),
         ("renderer RSS trend, last vs 2nd quarter (MB)", fmt(max(trend) if trend else None), "≈ 0", ""),
-        *([] if m.curve is None else [
-            ("scaler: 3,000 tickets, first scale-up decision / extra renderer live (s)",
-             f"{fmt(m.curve.get('first_scale_up_decision_s'))} / {fmt(m.curve.get('first_extra_renderer_live_s'))}",
-             "rise ≤ 10", ""),
-            ("scaler: order completed / back at min (s)",
-             f"{fmt(m.curve.get('completed_s'))} / {fmt(m.curve.get('back_to_min_live_s'))}", "", ""),
-        ]),
+        *_curve_rows(m.curve),
         *_intl_rows(m.intl),
         *m.burst_rows,
         *m.rush_rows,
@@ -378,7 +457,21 @@ def _rows(m: Measured) -> list[Row]:
         *m.ha_rows,
         *m.wallet_mail_rows,
         *m.ops_feed_rows,
+        *m.renderer_cpu_rows,
+        *m.intake_rows,
         *m.against_rows,
+    ]  # fmt: skip
+
+
+def _curve_rows(curve: dict[str, Any] | None) -> list[Row]:
+    if curve is None:
+        return []
+    return [
+        ("scaler: 3,000 tickets, first scale-up decision / extra renderer live (s)",
+         f"{fmt(curve.get('first_scale_up_decision_s'))} / {fmt(curve.get('first_extra_renderer_live_s'))}",
+         "rise ≤ 10", ""),
+        ("scaler: order completed / back at min (s)",
+         f"{fmt(curve.get('completed_s'))} / {fmt(curve.get('back_to_min_live_s'))}", "", ""),
     ]  # fmt: skip
 
 

@@ -155,6 +155,37 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f} ms"
 
 
+# Issue 33's targets for the api's intake.
+CPU_TARGET_MS = 0.8
+P99_TARGET_MS = 50.0
+
+
+def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """``just bench``'s rows, per worker count: the api's CPU per order, POST's
+    p99 / p50 with renderers busy, and what was accepted (figure, value, target, ratio)."""
+
+    def num(v: float | None, digits: int = 1) -> str:
+        return "n/a" if v is None else f"{v:,.{digits}f}"
+
+    rate = f"{result['rate']:g}/s"
+    out: list[tuple[str, str, str, str]] = []
+    for g in result["legs"]:
+        p, w, cpu = g["post"], g["workers"], g["api_cpu_ms_per_order"]
+        who = f"{w} api worker{'s' if w != 1 else ''}"
+        busy = "the whole load" if not p.get("big_order_done_during_load") else "done before the load ended"
+        idle = num(g["api_idle_cpu_ms_per_s"])
+        out += [
+            (f"api CPU per one-ticket order, {who} (ms)", f"{num(cpu, 2)} ({idle} ms/s idle)",
+             f"≤ {CPU_TARGET_MS:g}", f"{cpu / CPU_TARGET_MS:.2f}×" if cpu is not None else ""),
+            (f"POST /v1/orders at {rate} with renderers busy, {who}: p99 / p50 (ms)",
+             f"{num(p['p99_ms'])} / {num(p['p50_ms'])}", f"p99 ≤ {P99_TARGET_MS:g}",
+             f"{p['p99_ms'] / P99_TARGET_MS:.2f}×" if p["p99_ms"] is not None else ""),
+            (f"  {who}: accepted per second; refused or timed out / sent; the {result['big']:,}-ticket order",
+             f"{num(p.get('accepted_per_s'))}; {p['refused']} / {p['sent']}; {busy}", "", ""),
+        ]  # fmt: skip
+    return out
+
+
 def main() -> None:
     args = parser().parse_args()
     out = asyncio.run(run(args.workers, args.rate, args.seconds, args.orders, args.big))

@@ -13,9 +13,10 @@ from git into a temporary copy of the package, everything else as it is here):
 * bytes per single-ticket PDF (mean);
 * bytes of a 1,000-ticket order's "download all" (half ASCII, half
   international names): the PDFs joined in parts of ``PART_SIZE`` by the api's
-  own ``join_pdfs`` (PDFium), summed over the parts; and joined in one file by
-  ``ticketry_renderer.orderpdf`` (pages sharing the event's page, fonts and
-  images), with its CPU time.
+  own ``join_pdfs`` (``ticketry.orderpdf`` when the stamps share one template,
+  else PDFium), summed over the parts; and joined in one file by
+  ``ticketry.orderpdf`` (pages sharing the event's page, fonts and images),
+  with its CPU time.
 
 Every fast-path PDF of the run is checked (untimed): its QR decodes to its code.
 Results go to ``bench/results/renderer-cpu-<time>.json``.
@@ -82,10 +83,12 @@ def _measure(tickets: int) -> dict[str, Any]:
     ]
     pdfs = [render_ticket(r, design) for r in orders]
     out["order_pdf_bytes"] = _joined_bytes(pdfs)
-    try:
-        from ticketry_renderer import orderpdf
-    except ImportError:  # a revision before it
+    from ticketry_renderer import fastpath
+
+    if not hasattr(fastpath, "orderpdf"):  # a revision before the shared join (its stamps are not joinable)
         return out
+    from ticketry import orderpdf
+
     c0 = time.process_time()
     shared = orderpdf.join(pdfs)
     assert shared is not None, "the order's stamps did not join"
@@ -181,6 +184,35 @@ def table(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         ("MB of a 1,000-ticket order, pages sharing the template", kb(get("now", "order_pdf_shared", "bytes"), 1e6),
          kb(get("before", "order_pdf_shared", "bytes"), 1e6), "≤ 3"),
     ]  # fmt: skip
+
+
+# Where each of :func:`table`'s figures is in a side's result, row by row.
+_RAW = (
+    ("ascii", "cpu_ms_per_ticket_median"),
+    ("intl", "cpu_ms_per_ticket_median"),
+    ("ascii", "pdf_bytes_mean"),
+    ("intl", "pdf_bytes_mean"),
+    ("order_pdf_bytes", "bytes"),
+    ("order_pdf_shared", "bytes"),
+)
+
+
+def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """:func:`table` as ``just bench``'s rows: figure (unit), this revision's
+    value, the target and the earlier revision's value, their ratio (this / earlier)."""
+    now, before = result.get("now") or {}, result.get("before") or {}
+    rev = str(before.get("rev") or "before")[:7]
+    out = []
+    for (figure, a, b, target), (part, key) in zip(table(result), _RAW, strict=True):
+        x, y = (now.get(part) or {}).get(key), (before.get(part) or {}).get(key)
+        unit = figure.split(" ", 1)[0] if figure.startswith(("kB ", "MB ")) else "ms"
+        out.append((
+            f"{figure} ({unit})",
+            a,
+            target if b == "-" else f"{target}; {rev}: {b}",
+            f"{x / y:.2f}×" if x is not None and y else "",
+        ))  # fmt: skip
+    return out
 
 
 def main() -> None:
