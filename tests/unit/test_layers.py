@@ -53,6 +53,7 @@ CORE_OF = [
     "ticketry.tasks",
     "ticketry.replies",
     "ticketry.backoff",
+    "ticketry.orderpdf",
 ]
 
 # Modules, or packages (all of their modules but the core ones), that do I/O.

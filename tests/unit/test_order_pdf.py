@@ -1,5 +1,5 @@
 """An order's stamped tickets joined into one PDF whose pages share their event's
-page (``ticketry_renderer.orderpdf``): every page as its own ticket's PDF draws
+page (``ticketry.orderpdf``): every page as its own ticket's PDF draws
 it (same pixels, same text, a QR that decodes), a fraction of the bytes of the
 tickets' files, and no join at all for what is not one template's stamps."""
 
@@ -12,7 +12,7 @@ import pypdf
 import pypdfium2
 import pytest
 from PIL import ImageChops
-from ticketry_renderer import orderpdf
+from ticketry import orderpdf
 from ticketry_renderer.render import Design, render_ticket, render_ticket_full
 
 from tests.helpers import decode_qr

@@ -56,12 +56,12 @@ from pypdf.generic import (
     StreamObject,
     TextStringObject,
 )
-from ticketry import fonts
+from ticketry import fonts, orderpdf
 from ticketry.events import RenderRequest
 from weasyprint.formatting_structure import boxes
 from weasyprint.text.fonts import get_hb_object_data, get_pango_font_hb_face
 
-from ticketry_renderer import cidfonts, orderpdf
+from ticketry_renderer import cidfonts
 
 PX_TO_PT = 0.75
 # The characters of the ids a ticket prints (``or_<hex>``, ``tk_<hex>_<digits>``,
