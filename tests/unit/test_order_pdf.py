@@ -11,8 +11,11 @@ from typing import Any
 import pypdf
 import pypdfium2
 import pytest
+from fontTools.misc.timeTools import timestampNow  # type: ignore[import-untyped]
+from fontTools.ttLib import TTFont  # type: ignore[import-untyped]
 from PIL import ImageChops
 from ticketry import orderpdf
+from ticketry_renderer import fastpath
 from ticketry_renderer.render import Design, render_ticket, render_ticket_full
 
 from tests.helpers import decode_qr
@@ -76,3 +79,31 @@ def test_tickets_of_two_templates_or_a_full_render_are_not_joined(design: Design
     assert orderpdf.join([a, full]) is None
     assert orderpdf.join([full]) is None
     assert orderpdf.join([]) is None
+
+
+def _font_programs(pdf: bytes) -> list[bytes]:
+    """Every TrueType program embedded in ``pdf`` (its font descriptors' FontFile2)."""
+    reader = pypdf.PdfReader(io.BytesIO(pdf), strict=True)
+    out = []
+    for num in range(1, int(reader.trailer["/Size"])):
+        obj = reader.get_object(num)
+        if isinstance(obj, pypdf.generic.DictionaryObject) and "/FontFile2" in obj:
+            out.append(obj["/FontFile2"].get_object().get_data())
+    return out
+
+
+def test_a_stamps_template_does_not_depend_on_when_it_was_built(design: Design, signer: Any) -> None:
+    """Each renderer process builds its events' templates; stamps of one order
+    from several processes (or from before a restart) join only when their
+    templates are the same bytes: no embedded font carries the time it was
+    subset (fontTools writes it unless told not to)."""
+    # Given a ticket stamped in a design built now (no subset kept from before)
+    fastpath._subset_font.cache_clear()
+    built = timestampNow()
+    pdf = render_ticket(request(signer, "Ada Lovelace", event_name="A Night Built Now"), Design.default())
+
+    # Then every font it embeds carries its face's own time (long before), not the build's
+    programs = _font_programs(pdf)
+    assert programs
+    for program in programs:
+        assert TTFont(io.BytesIO(program))["head"].modified < built, "a font subset stamped with its build time"

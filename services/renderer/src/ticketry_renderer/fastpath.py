@@ -477,7 +477,10 @@ _LAYOUT_TABLES = ("GSUB", "GPOS", "GDEF", "BASE", "JSTF", "MATH")
 @functools.lru_cache(maxsize=16)
 def _subset_font(face: _FontFile, charset: frozenset[str]) -> tuple[bytes, TTFont]:
     """The subset of ``face`` for ``charset``, and the subset parsed (read only)."""
-    font = TTFont(io.BytesIO(face.data), fontNumber=face.index)
+    # The face's own timestamp kept (fontTools writes the time of saving): every
+    # renderer process builds the same template bytes, so an order's stamps
+    # from several renderers join into one PDF sharing it (ticketry.orderpdf).
+    font = TTFont(io.BytesIO(face.data), fontNumber=face.index, recalcTimestamp=False)
     # Stamped text is drawn glyph by glyph (a one-byte encoding, widths from
     # hmtx), never shaped: the layout tables go before the subsetter would
     # decompile them (measured: an event's template 485-589 → 351-423 ms).
