@@ -146,8 +146,9 @@ class ApiSettings(ServingSettings):
         default=100_000, ge=1, le=100_000_000, json_schema_extra={"unit": "places"},
         description="buyers that may wait in one event's room (admitted ones not counted); past it 503 \"queue full\"",
     )  # fmt: skip
-    # "Download all" (web/joins.py): a join of a full part holds ~9 MB read
-    # and ~9 MB written, and PDFium joins one at a time per process. Past the
+    # "Download all" (web/joins.py): a join of a full part holds ~6 MB read
+    # and up to as much written (~0.5 MB when its stamps share their template),
+    # and PDFium joins one at a time per process. Past the
     # running and waiting joins below a download is answered 503 with
     # Retry-After before it reads anything; identical downloads share one join.
     max_concurrent_joins: int = Field(

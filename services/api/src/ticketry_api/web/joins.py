@@ -1,7 +1,8 @@
 """Bounds on "download all" (an order's part joined into one PDF).
 
-A join reads up to ``PART_SIZE`` PDFs (~9 MB for 250) and writes one of the
-same size, and PDFium joins one at a time per process. Unbounded, every
+A join reads up to ``PART_SIZE`` PDFs (~6 MB for 250 fast-path tickets) and
+writes one PDF (~0.5 MB when they share their template, else about their
+sum), and PDFium joins one at a time per process. Unbounded, every
 request reads its PDFs at once and then waits for PDFium holding them: 60
 requests for one 250-ticket order grew an api by ~800 MB. So:
 
