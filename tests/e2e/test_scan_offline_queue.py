@@ -12,6 +12,9 @@ real headless Chromium against the real stack.
 - A browser killed as soon as the scanner shows after its set-up comes back
   signed in on that list: the sign-in is in IndexedDB, written durably before
   the scanner shows (localStorage, which Chromium writes lazily, lost it).
+- A phone that opened the scanner once starts again while the api is down (its
+  process stopped): the page opens from what its service worker kept, judges a
+  code on the device and queues it; once the api is back the scan is uploaded.
 - With WebCrypto's Ed25519 taken from the page (an init script that makes
   ``importKey``/``verify`` reject it, as a browser without it does), offline
   scans verify with the vendored @noble/ed25519 and a forged code is refused.
@@ -36,7 +39,7 @@ import httpx
 import pytest
 from playwright.async_api import BrowserContext, Route, ViewportSize, async_playwright, expect
 from ticketry.codes import load_keyring
-from ticketry_devstack.procs import Stack
+from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port
 
 from tests.conftest import TokenFactory
 from tests.e2e.pages_support import CHROMIUM_ARGS, PHONE, QUEUED, WAIT_MS, browser, chromium_path
@@ -386,3 +389,66 @@ async def test_a_scanner_killed_right_after_its_set_up_is_still_set_up(
         await page.goto(f"{stack.api_url}/scan")
         await expect(page.get_by_role("heading", level=1)).to_have_text("West door")
         await expect(page.locator("#scanner")).to_be_visible()
+
+
+SHELL = ["/scan", "/assets/common.css", "/assets/scan.css", "/assets/scan.js"]
+SHELL += ["/assets/vendor/jsqr/jsQR.js", "/assets/vendor/noble-ed25519/index.js"]
+# What the scanner's service worker keeps (scan-sw.js), once it runs (within a minute).
+SHELL_KEPT = """async () => {
+  const later = new Promise((resolve) => setTimeout(() => resolve(null), 60000));
+  if ((await Promise.race([navigator.serviceWorker.ready, later])) === null) return ["no service worker"];
+  const cache = await caches.open("ticketry-scan-shell-v1");
+  return (await cache.keys()).map((r) => new URL(r.url).pathname).sort();
+}"""
+
+
+async def test_a_phone_started_again_while_the_api_is_down_opens_the_scanner_and_queues_its_scans(
+    stack: Stack, token: TokenFactory, tmp_path: Path
+) -> None:
+    # An api process of this test's own, stopped below: nothing answers on its port
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = stack.service_env({"TICKETRY_API_PORT": str(port), "TICKETRY_RUN_PROJECTOR": "0"})
+
+    def start_api() -> Proc:
+        proc = Proc("api-door", [tool("ticketry-api")], env, stack.data_dir / "logs" / "api-door.log").start()
+        wait_port(port, 60, proc.popen)
+        return proc
+
+    proc = await asyncio.to_thread(start_api)
+    try:
+        org, buyer = token("door-sw-org-1", "organizer"), token("door-sw-buyer-1", "buyer")
+        async with httpx.AsyncClient(base_url=url, timeout=60) as api:
+            event = await create_event(api, org, capacity=10)
+            door = await checkin_list(api, org, event["id"], name="Side door")
+            order = (await place_order(api, buyer, event["id"], 2, holder_name="Grace Hopper")).json()
+        codes = signed_codes(stack, event["id"], order["tickets"])
+        staff = token("door-sw-staff-1", "staff", events=[event["id"]])
+        profile = tmp_path / "profile"
+        # Given a phone that opened the scanner once, online, and was switched off
+        async with persistent(profile) as (context, _):
+            page = await context.new_page()
+            await page.goto(f"{url}/scan#token={staff}&list={door}")
+            await expect(page.get_by_role("heading", level=1)).to_have_text("Side door")
+            await expect(page.get_by_test_id("scan-sync")).to_have_attribute("data-count", "2")
+            assert await page.evaluate(SHELL_KEPT) == sorted(SHELL)
+        # When the api is gone and the phone starts again
+        await asyncio.to_thread(proc.stop)
+        async with persistent(profile) as (context, _):
+            page = await context.new_page()
+            await page.goto(f"{url}/scan")
+            # Then the scanner opens from what it kept, signed in on its list
+            await expect(page.get_by_role("heading", level=1)).to_have_text("Side door")
+            # And a code is judged on the device and queued
+            await page.get_by_test_id("scan-input").fill(codes[0])
+            await page.get_by_test_id("scan-submit").click()
+            await expect(page.get_by_test_id("scan-result")).to_have_attribute("data-outcome", "admitted")
+            queue = page.get_by_test_id("scan-queue")
+            await expect(queue).to_have_attribute("data-count", "1")
+            # And once the api is back, the scan is uploaded
+            proc = await asyncio.to_thread(start_api)
+            await expect(queue).to_have_attribute("data-count", "0")
+        async with httpx.AsyncClient(base_url=url, timeout=60) as api:
+            assert (await list_status(api, door, staff))["admitted"] == 1
+    finally:
+        await asyncio.to_thread(proc.stop)

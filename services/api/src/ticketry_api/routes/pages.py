@@ -43,7 +43,7 @@ from ticketry_api.readmodel import TicketOf, order_outcome, order_ticket_statuse
 from ticketry_api.waitingroom import rooms
 from ticketry_api.waitingroom.places import QueuePlace, place_of
 from ticketry_api.wallet.answers import google_answer, pkpass_answer
-from ticketry_api.web.assets import SCAN_PAGE_CSP, Asset, load_assets, order_page_csp
+from ticketry_api.web.assets import SCAN_PAGE_CSP, SCAN_WORKER_CSP, Asset, load_assets, order_page_csp
 from ticketry_api.web.pdfs import PART_SIZE
 
 router = APIRouter(include_in_schema=False)
@@ -74,6 +74,16 @@ async def asset(name: str) -> Response:
 @router.get("/scan")
 async def scan_page() -> Response:
     return _page("scan.html", SCAN_PAGE_CSP, camera=True)
+
+
+@router.get("/scan-sw.js")
+async def scan_worker() -> Response:
+    """The scanner's service worker, at the root so that its scope can be ``/scan``;
+    never cached by HTTP, so a changed worker reaches every phone at its next start.
+    Its policy lets it fetch (and keep) the page's own files, nothing else."""
+    worker = _ASSETS["scan-sw.js"]
+    headers = {"Cache-Control": "no-cache", "Content-Security-Policy": SCAN_WORKER_CSP}
+    return Response(worker.body, media_type=worker.media_type, headers=headers)
 
 
 @router.get("/o/{order_id}")

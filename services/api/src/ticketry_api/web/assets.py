@@ -79,3 +79,5 @@ SCAN_PAGE_CSP = (
     "media-src 'self' blob: mediastream:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
 )
+# The scanner's service worker (scan-sw.js) fetches the page's own files, nothing else.
+SCAN_WORKER_CSP = "default-src 'none'; connect-src 'self'"

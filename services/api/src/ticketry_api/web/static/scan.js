@@ -1260,6 +1260,8 @@
   setInterval(() => { refresh(); }, REFRESH_MS);
   setInterval(() => { if (device && online() && Date.now() > tokenExp - tokenTtl / 2) freshToken(); }, TOKEN_CHECK_MS);
 
+  // The page and its files kept for a start without a network (scan-sw.js).
+  if ("serviceWorker" in navigator) navigator.serviceWorker.register("/scan-sw.js", { scope: "/scan" }).catch(() => {});
   probeEd25519();
   start();
 })();
