@@ -36,7 +36,7 @@ from ticketry_api.projector import run_projector
 from ticketry_api.ratelimit import RateSettings
 from ticketry_api.reissue import sweep_reissues
 from ticketry_api.routes import asyncapi as asyncapi_routes
-from ticketry_api.routes import checkins, downloads, events, health, orders, scanner, tickets
+from ticketry_api.routes import checkins, devices, downloads, events, health, orders, scanner, tickets
 from ticketry_api.routes import ops as ops_routes
 from ticketry_api.routes import pages as page_routes
 from ticketry_api.routes import waitingroom as waitingroom_routes
@@ -155,6 +155,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         app.include_router(r)
     app.include_router(downloads.router)  # GET /v1/orders/{id}/pdf (download all)
     app.include_router(scanner.router)  # a door's list and revocations (offline scanning)
+    app.include_router(devices.router)  # scanners paired as devices: /v1/events/{id}/devices, /v1/devices/*
     app.include_router(page_routes.router)  # the buyer's page /o/{id} and the scanner /scan
     app.include_router(webhook_routes.router)
     app.include_router(waitingroom_routes.router)  # POST /v1/events/{id}/queue

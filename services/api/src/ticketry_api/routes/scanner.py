@@ -22,11 +22,9 @@ from ticketry_api.core.checkins import inside_now
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, rate_limited
 from ticketry_api.errors import problems
-from ticketry_api.routes import devices
 from ticketry_api.schemas import CheckinListOut, CheckinListStatusOut, Since
 
 router = APIRouter(tags=["checkins"])
-router.include_router(devices.router)  # scanners paired as devices: /v1/events/{id}/devices, /v1/devices/*
 # Every read here counts against the caller's ``reads`` limit (429 over it).
 Door = Annotated[Principal, Depends(rate_limited("reads", "staff", "organizer", devices=True))]
 
