@@ -133,10 +133,11 @@ async def prepare(redis: Redis, design: Design, requests: Iterable[RenderRequest
 
 
 async def _wait_for_peer(redis: Redis, name: str) -> bytes | None:
+    # Looks once more after the deadline: a deadline passed while this process
+    # was busy (a build of its own holds the loop) must not skip a stored design.
     deadline = time.monotonic() + WAIT_FOR_PEER_S
-    while time.monotonic() < deadline:
+    while True:
         await asyncio.sleep(0.05)
         blob = await designs.load(redis, name)
-        if blob is not None:
+        if blob is not None or time.monotonic() >= deadline:
             return blob
-    return None
