@@ -16,7 +16,7 @@ import pypdfium2
 import websockets
 import zxingcpp
 from pymongo import MongoClient
-from ticketry_devstack.procs import Proc, ferretdb_proc, free_port, wait_port
+from ticketry_devstack.procs import Proc, Stack, ferretdb_proc, free_port, tool, wait_port
 
 
 async def ws_outcome(url: str) -> tuple[str, int | None]:
@@ -161,3 +161,16 @@ async def codes_of(api: httpx.AsyncClient, order: dict[str, Any], tok: str) -> l
         assert pdf.status_code == 200, pdf.text
         out.append(decode_qr(pdf.content))
     return out
+
+
+def start_api_of_its_own(stack: Stack, name: str, port: int, extra: dict[str, str]) -> Proc:
+    """Another api process of ``stack`` on ``port`` with settings ``extra``, once it listens
+    (its log ``logs/<name>.log``)."""
+    env = stack.service_env({"TICKETRY_API_PORT": str(port), **extra})
+    proc = Proc(name, [tool("ticketry-api")], env, stack.data_dir / "logs" / f"{name}.log").start()
+    try:
+        wait_port(port, 60, proc.popen)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc

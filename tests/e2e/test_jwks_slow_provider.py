@@ -14,9 +14,9 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port
+from ticketry_devstack.procs import Stack, free_port
 
-from tests.helpers import bearer, create_event, eventually
+from tests.helpers import bearer, create_event, eventually, start_api_of_its_own
 from tests.idp import SlowIdp
 
 pytestmark = pytest.mark.e2e
@@ -47,19 +47,15 @@ def idp_api(stack: Stack, keys: tuple[rsa.RSAPrivateKey, rsa.RSAPrivateKey]) -> 
     idp = SlowIdp()
     idp.publish(("idp-1", keys[0]))
     port = free_port()
-    env = stack.service_env(
-        {
-            "TICKETRY_API_PORT": str(port),
-            "TICKETRY_RUN_PROJECTOR": "0",
-            "TICKETRY_JWT_ALGORITHM": "RS256",
-            "TICKETRY_JWT_JWKS_URL": idp.url,
-            # a refetch allowed at once, so the test need not wait out the default 30 s
-            "TICKETRY_JWT_JWKS_MIN_REFRESH_S": "0.001",
-        }
-    )
-    proc = Proc("api-slow-idp", [tool("ticketry-api")], env, stack.data_dir / "logs" / "api-slow-idp.log").start()
+    extra = {
+        "TICKETRY_RUN_PROJECTOR": "0",
+        "TICKETRY_JWT_ALGORITHM": "RS256",
+        "TICKETRY_JWT_JWKS_URL": idp.url,
+        # a refetch allowed at once, so the test need not wait out the default 30 s
+        "TICKETRY_JWT_JWKS_MIN_REFRESH_S": "0.001",
+    }
+    proc = start_api_of_its_own(stack, "api-slow-idp", port, extra)
     try:
-        wait_port(port, 60, proc.popen)
         yield IdpApi(f"http://127.0.0.1:{port}", idp)
     finally:
         proc.stop()

@@ -39,11 +39,11 @@ import httpx
 import pytest
 from playwright.async_api import BrowserContext, Route, ViewportSize, async_playwright, expect
 from ticketry.codes import load_keyring
-from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port
+from ticketry_devstack.procs import Proc, Stack, free_port
 
 from tests.conftest import TokenFactory
 from tests.e2e.pages_support import CHROMIUM_ARGS, PHONE, QUEUED, WAIT_MS, browser, chromium_path
-from tests.helpers import bearer, checkin_list, create_event, place_order, scan, until
+from tests.helpers import bearer, checkin_list, create_event, place_order, scan, start_api_of_its_own, until
 
 pytestmark = pytest.mark.e2e
 
@@ -408,12 +408,9 @@ async def test_a_phone_started_again_while_the_api_is_down_opens_the_scanner_and
     # An api process of this test's own, stopped below: nothing answers on its port
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = stack.service_env({"TICKETRY_API_PORT": str(port), "TICKETRY_RUN_PROJECTOR": "0"})
 
     def start_api() -> Proc:
-        proc = Proc("api-door", [tool("ticketry-api")], env, stack.data_dir / "logs" / "api-door.log").start()
-        wait_port(port, 60, proc.popen)
-        return proc
+        return start_api_of_its_own(stack, "api-door", port, {"TICKETRY_RUN_PROJECTOR": "0"})
 
     proc = await asyncio.to_thread(start_api)
     try:
