@@ -78,13 +78,22 @@ def test_recent_rates_are_over_the_window_or_the_feeds_whole_life_if_shorter() -
     assert recent_rates([], cur, 10.0) == {"r1": 0.0}
 
 
+def test_a_counter_first_seen_after_the_window_base_counts_from_zero_but_a_plain_rate_does_not() -> None:
+    # a renderer that rendered its 2 tickets between two polls, never seen at 0
+    history = [Sample(0.0, {}), Sample(1.0, {})]
+    cur = Sample(2.0, {"r1": 2})
+    assert recent_rates(history, cur, 10.0) == {"r1": 1.0}
+    assert rates(history[-1], cur) == {"r1": 0.0}
+
+
 def test_each_renderer_gets_its_own_recent_rate_and_the_history_stays_one_window_long() -> None:
     history: deque[Sample] = deque()
     for t in range(0, 31):
         renderers = [{"consumer": "a", "rendered": 20 * t}, {"consumer": "b", "rendered": 0}]
-        if t >= 25:
-            renderers.append({"consumer": "new", "rendered": 7})  # joined late: nothing rendered since
+        if t >= 25:  # joined late, first seen having rendered 7, then none more
+            renderers.append({"consumer": "new", "rendered": 7})
         snap: dict[str, Any] = {"renderers": renderers}
         per_renderer(snap, history, float(t))
-    assert {r["consumer"]: r["recent"] for r in snap["renderers"]} == {"a": 20.0, "b": 0.0, "new": 0.0}
+    # "new" was not in the sample 10 s back (t=20): its 7 were all rendered within the window
+    assert {r["consumer"]: r["recent"] for r in snap["renderers"]} == {"a": 20.0, "b": 0.0, "new": 0.7}
     assert history[-1].at - history[0].at <= RENDERER_WINDOW_S + 1

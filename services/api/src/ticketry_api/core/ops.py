@@ -16,26 +16,33 @@ class Sample:
     counters: Mapping[str, int]
 
 
-def rates(prev: Sample | None, cur: Sample) -> dict[str, float]:
+def rates(prev: Sample | None, cur: Sample, *, new_from_zero: bool = False) -> dict[str, float]:
     """Each counter's rate per second between two samples; a counter that went
     down (a renderer restarted, so its count started over) counts as 0, not
-    as a negative rate. No earlier sample, or no time between: all 0."""
+    as a negative rate. No earlier sample, or no time between: all 0. A counter
+    missing from ``prev`` counts as 0 there with ``new_from_zero`` (a renderer
+    that joined since: all it rendered was rendered since), else as unchanged."""
     dt = cur.at - prev.at if prev is not None else 0.0
     if prev is None or dt <= 0:
         return dict.fromkeys(cur.counters, 0.0)
-    return {k: round(max(v - prev.counters.get(k, v), 0) / dt, 2) for k, v in cur.counters.items()}
+    return {
+        k: round(max(v - prev.counters.get(k, 0 if new_from_zero else v), 0) / dt, 2)
+        for k, v in cur.counters.items()
+    }
 
 
 def recent_rates(history: Sequence[Sample], cur: Sample, window_s: float) -> dict[str, float]:
     """Each counter's rate over about the last ``window_s``: against the newest
     of ``history`` (oldest first) at least ``window_s`` before ``cur``, else
-    against its oldest (a feed younger than the window); all 0 with none."""
+    against its oldest (a feed younger than the window); all 0 with none. A
+    counter that the base sample lacks (a renderer that joined since) counts
+    all it has as done within the window."""
     base = history[0] if history else None
     for sample in history:
         if cur.at - sample.at < window_s:
             break
         base = sample
-    return rates(base, cur)
+    return rates(base, cur, new_from_zero=True)
 
 
 def drain_s(backlog: int, capacity: float) -> float:
