@@ -14,6 +14,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from ticketry_devstack.procs import Stack, free_port, wait_port
+from ticketry_renderer.config import RendererSettings
 
 from tests.conftest import TokenFactory, make_stack
 from tests.helpers import create_event, eventually, place_order, wait_rendered
@@ -23,6 +24,12 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 RENDERER_POD = ROOT / "infra" / "k8s" / "base" / "renderer.yaml"
 TICKETS = 12
+
+
+def niceness(pid: int) -> int:
+    """A process's nice value (field 19 of ``/proc/<pid>/stat``)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[16])
 
 
 def probe_paths() -> set[str]:
@@ -54,6 +61,9 @@ async def test_a_standalone_renderer_counts_each_ticket_on_its_own_port(tmp_path
         renderer = stack.start_renderer({"TICKETRY_METRICS_PORT": str(port)})
         await asyncio.to_thread(wait_port, port, 120, renderer.popen)
         await asyncio.to_thread(stack.wait_renderers, 1)
+        # ... nicer than the api (TICKETRY_RENDERER_NICE default): intake goes first on short cores
+        assert niceness(stack.procs["api"].popen.pid) == 0
+        assert niceness(renderer.popen.pid) == RendererSettings.model_fields["renderer_nice"].default == 10
         paths = probe_paths()
         assert "/metrics" in paths
         async with (

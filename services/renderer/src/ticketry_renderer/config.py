@@ -64,6 +64,13 @@ class RendererSettings(CommonSettings):
         default=0, ge=0, le=65535, description="a /metrics of this process's own (a Kubernetes pod); 0: none"
     )
     metrics_host: str = Field(default="127.0.0.1", description="the address of that /metrics")
+    # Intake is a buyer waiting on an answer; rendering is a backlog the lanes
+    # hold. On cores both want, the api, the store and Redis go first.
+    renderer_nice: int = Field(
+        default=10, ge=0, le=19, json_schema_extra={"unit": "nice"},
+        description="the renderer's CPU niceness (`setpriority`): with the cores short, the api, the store and Redis "
+        "go first and renders take what is left; 0: the same priority as every other process",
+    )  # fmt: skip
     max_jobs: int = Field(
         default=0, ge=0, json_schema_extra={"unit": "tickets"},
         description="the process exits after rendering this many (the scaler starts a fresh one); 0: never",

@@ -213,6 +213,13 @@ def _redis_outage(exc: BaseException) -> bool:
     return isinstance(exc, (RedisConnectionError, RedisTimeoutError, ConnectionRefusedError))
 
 
+def lower_priority(nice: int) -> None:
+    """This process's niceness to at least ``nice`` (never raised back: an
+    unprivileged process could not, and a renderer started nicer stays so)."""
+    if os.getpriority(os.PRIO_PROCESS, 0) < nice:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+
+
 def run() -> None:
     """Run until SIGTERM/SIGINT. FastStream 0.7 restarts a subscriber whose read
     failed by re-running its start (XGROUP CREATE); if Redis is still down at that
@@ -228,6 +235,7 @@ def run() -> None:
     its own instead, and the process exits."""
     setup_logging("renderer")  # first: a refused setting is logged as JSON too
     settings = load_settings(RendererSettings)
+    lower_priority(settings.renderer_nice)
     setup_tracing("renderer", settings.trace_file)
     consumer = settings.renderer_name or default_consumer()
     check_primary(settings.redis_target)  # a wrong Sentinel setting stops the start in one line
