@@ -55,7 +55,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(v.illegal) > 0:
 		for _, p := range v.illegal {
-			fmt.Fprintf(stdout, "not linearizable: model %s, partition %s (%d operations)\n", p.model, p.key, len(p.ops))
+			why := ""
+			if v.why[p] != "" {
+				why = "; " + v.why[p]
+			}
+			fmt.Fprintf(stdout, "not linearizable: model %s, partition %s (%d operations%s)\n", p.model, p.key, len(p.ops), why)
 		}
 		if *viz != "" {
 			fmt.Fprintf(stdout, "visualization: %s\n", *viz)

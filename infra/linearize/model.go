@@ -97,11 +97,40 @@ var model = porcupine.Model{
 type verdict struct {
 	illegal []*partition
 	unknown []*partition
+	why     map[*partition]string // a reason found without the search, by partition
+}
+
+// oversold names the tickets a capacity partition's "ok" answers take when
+// they take more than its capacity. Every linearization applies every "ok"
+// (and sold never falls), so such a history is illegal whatever the order:
+// said at once, where porcupine's search would have to try every order of
+// the overlapping operations first (2^n of n racing orders) to say the same.
+func oversold(p *partition) (string, bool) {
+	if p.model != modelCapacity {
+		return "", false
+	}
+	taken, capacity := 0, 0
+	for _, op := range p.ops {
+		i := op.Input.(input)
+		capacity = max(capacity, i.Capacity)
+		if op.Output.(output).Status == "ok" {
+			taken += i.K
+		}
+	}
+	if taken <= capacity {
+		return "", false
+	}
+	return fmt.Sprintf("its ok answers alone take %d of %d", taken, capacity), true
 }
 
 func check(h *history, timeout time.Duration) verdict {
-	var v verdict
+	v := verdict{why: map[*partition]string{}}
 	for _, p := range h.partitions {
+		if why, bad := oversold(p); bad {
+			v.illegal = append(v.illegal, p)
+			v.why[p] = why
+			continue
+		}
 		switch porcupine.CheckOperationsTimeout(model, p.ops, timeout) {
 		case porcupine.Illegal:
 			v.illegal = append(v.illegal, p)
