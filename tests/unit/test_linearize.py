@@ -75,9 +75,8 @@ def test_an_oversell_among_many_racing_orders_gets_a_verdict(tmp_path: Path) -> 
     # history of 30 get no verdict in 2 minutes); the sum of the oks says it at once
     header = {"header": {"version": 1, "capacity": {"ev_1/standard": 20}}}
     lines = [header] + [res(i, 1, "ok" if i <= 20 else "sold_out", 10 + i, 1_000 + i) for i in range(40)]
-    assert verdict(tmp_path, *lines) == (
-        1, "not linearizable: model capacity, partition ev_1/standard (40 operations; its ok answers alone take 21 of 20)"
-    )  # fmt: skip
+    why = "40 operations; its ok answers alone take 21 of 20"
+    assert verdict(tmp_path, *lines) == (1, f"not linearizable: model capacity, partition ev_1/standard ({why})")
     # and the same race with 20 oks is linearizable
     lines[21]["output"]["status"] = "sold_out"
     assert verdict(tmp_path, *lines)[0] == 0

@@ -26,8 +26,7 @@ def rates(prev: Sample | None, cur: Sample, *, new_from_zero: bool = False) -> d
     if prev is None or dt <= 0:
         return dict.fromkeys(cur.counters, 0.0)
     return {
-        k: round(max(v - prev.counters.get(k, 0 if new_from_zero else v), 0) / dt, 2)
-        for k, v in cur.counters.items()
+        k: round(max(v - prev.counters.get(k, 0 if new_from_zero else v), 0) / dt, 2) for k, v in cur.counters.items()
     }
 
 
