@@ -108,6 +108,12 @@ async def test_orders_of_thousands_of_hostile_names_stall_nobody_and_are_counted
         await wait_rendered(api, honest.json()["id"], buyer)
         got = await api.get(f"/v1/events/{event['id']}", headers=bearer(org))
         assert got.json()["sold"] == 1
+        # And none of the refused orders stays in flight (each was noted before its names were
+        # checked, and refused after): the outbox sweep has nothing of the attacker's to give back
+        members = [
+            streams.parse_in_flight_member(m.decode()) for m in await redis.zrange(streams.ORDERS_IN_FLIGHT, 0, -1)
+        ]
+        assert [m for m in members if m[4] == ATTACKER] == []
     await redis.aclose()
 
 

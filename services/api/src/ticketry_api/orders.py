@@ -134,18 +134,20 @@ async def place_order(
     the event and tier are known, before the names are checked: an order that
     gets that far counts whatever its answer (422 for a name included); a
     replayed Idempotency-Key, or an order refused before (404, unknown tier,
-    the on-sale's gate) does not. The tickets the buyer holds in a tier with
-    ``max_per_buyer`` are counted in the same MULTI as the outbox entry."""
+    the on-sale's gate) does not. The rate limits, the outbox entry and the
+    tickets the buyer holds in a tier with ``max_per_buyer`` are counted in
+    one MULTI (one round trip); a refusal after it gives the entry and the
+    held tickets back."""
     rules.check_quantity(body.quantity, max_quantity)
     digest = rules.request_hash(body.model_dump(mode="json"))
     if idempotency_key and (known := await _known_repeat(store, redis, principal, idempotency_key)) is not None:
         return await _replay(redis, known, digest, principal)
     event, tier = await _sellable(store, body, gate)
-    await _count(redis, principal, body.quantity, rates)
-    await check_names_within({body.holder_name, *(body.holders or ())}, names)
     order = _new_order(principal, body, event, tier, keyring.active_kid, idempotency_key, digest)
-    await _admit(redis, order, tier)
-    try:  # the outbox entry outlives the primary before the store depends on it
+    await _admit(redis, order, tier, rates)
+    try:
+        await check_names_within({body.holder_name, *(body.holders or ())}, names)
+        # the outbox entry outlives the primary before the store depends on it
         await replicated(redis, replicas)
     except Problem:
         await _give_back(redis, order, tier)
@@ -224,39 +226,33 @@ async def check_names_within(names: set[str], limits: NameLimits) -> None:
         raise busy(len(names), limits)
 
 
-async def _count(redis: Redis, principal: Principal, quantity: int, rates: RateSettings) -> None:
-    """Count an order of ``quantity`` tickets against the buyer's rate limits
-    (orders and tickets per window), in one MULTI; 429 when over either."""
+async def _admit(redis: Redis, order: Order, tier: Tier, rates: RateSettings) -> None:
+    """Count the order against the buyer's rate limits (orders and tickets per
+    window), note it in flight (step 1) and count its tickets against the
+    buyer's ``max_per_buyer``, in one MULTI; 429 when over a rate limit, 409
+    when over ``max_per_buyer``, either taking the entry and the held tickets
+    back (the rate counts stay: a refused order spent its share of the window)."""
     scopes: list[ratelimit.Scope] = [sc for sc in ("orders", "tickets") if rates.limit(sc) > 0]
-    if not scopes:
-        return
-    async with redis.pipeline(transaction=True) as pipe:
-        for scope in scopes:
-            ratelimit.queue_hit(pipe, scope, principal.sub, rates.rate_window_s, quantity if scope == "tickets" else 1)
-        replies = await pipe.execute()
-    for i, scope in enumerate(scopes):
-        v = ratelimit.verdict(replies[3 * i : 3 * i + 3], rates.limit(scope))
-        if not v.allowed:
-            raise ratelimit.refusal(v, rates.limit(scope), rates.rate_window_s, scope)
-
-
-async def _admit(redis: Redis, order: Order, tier: Tier) -> None:
-    """Note the order in flight (step 1) and count its tickets against the
-    buyer's ``max_per_buyer``, in one MULTI; refuse it (409) and take it all
-    back when over."""
     held = streams.held(order.event_id, tier.id, order.owner_id)
     async with redis.pipeline(transaction=True) as pipe:
+        for scope in scopes:
+            amount = order.quantity if scope == "tickets" else 1
+            ratelimit.queue_hit(pipe, scope, order.owner_id, rates.rate_window_s, amount)
         pipe.zadd(streams.ORDERS_IN_FLIGHT, {member_of(order): now_ms()})
         if tier.max_per_buyer is not None:
             pipe.incrby(held, order.quantity)
             pipe.expire(held, streams.HELD_TTL_S)
         replies = await pipe.execute()
-    if tier.max_per_buyer is not None:
-        try:
-            rules.check_per_buyer(int(replies[1]), tier.max_per_buyer, tier.id)
-        except Problem:
-            await _give_back(redis, order, tier)
-            raise
+    try:
+        for i, scope in enumerate(scopes):
+            v = ratelimit.verdict(replies[3 * i : 3 * i + 3], rates.limit(scope))
+            if not v.allowed:
+                raise ratelimit.refusal(v, rates.limit(scope), rates.rate_window_s, scope)
+        if tier.max_per_buyer is not None:
+            rules.check_per_buyer(int(replies[3 * len(scopes) + 1]), tier.max_per_buyer, tier.id)
+    except Problem:
+        await _give_back(redis, order, tier)
+        raise
 
 
 async def _give_back(redis: Redis, order: Order, tier: Tier) -> None:
