@@ -17,9 +17,11 @@ class RendererSettings(CommonSettings):
         description="render requests read at once from the vip lane",
     )  # fmt: skip
     # Bounded on purpose: a vip entry waits at most one standard batch
-    # (32 fast-path tickets ≈ 30-60 ms).
+    # (128 fast-path tickets ≈ 80-150 ms). Each batch pays a read, the duplicate
+    # and cancel checks, one syncfs and one MULTI: 128 rendered 1.14x the
+    # tickets/s of 32 (docs/decisions.md).
     std_batch: int = Field(
-        default=32, ge=1, le=10_000, json_schema_extra={"unit": "tickets"},
+        default=128, ge=1, le=10_000, json_schema_extra={"unit": "tickets"},
         description="render requests read at once from the standard lane (a vip one waits at most one such batch)",
     )  # fmt: skip
     render_timeout_s: float = Field(
@@ -64,12 +66,12 @@ class RendererSettings(CommonSettings):
         default=0, ge=0, le=65535, description="a /metrics of this process's own (a Kubernetes pod); 0: none"
     )
     metrics_host: str = Field(default="127.0.0.1", description="the address of that /metrics")
-    # Intake is a buyer waiting on an answer; rendering is a backlog the lanes
-    # hold. On cores both want, the api, the store and Redis go first.
+    # Measured at 0 and 10 on 2 shared cores (docs/decisions.md): a nicer
+    # renderer did not lower POST p99, so by default every process is equal.
     renderer_nice: int = Field(
-        default=10, ge=0, le=19, json_schema_extra={"unit": "nice"},
-        description="the renderer's CPU niceness (`setpriority`): with the cores short, the api, the store and Redis "
-        "go first and renders take what is left; 0: the same priority as every other process",
+        default=0, ge=0, le=19, json_schema_extra={"unit": "nice"},
+        description="the renderer's CPU niceness (`setpriority`): above 0, on cores it shares with the api, the "
+        "store and Redis, those go first and renders take what is left; 0: the same priority as every other process",
     )  # fmt: skip
     max_jobs: int = Field(
         default=0, ge=0, json_schema_extra={"unit": "tickets"},
