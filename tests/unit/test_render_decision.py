@@ -7,6 +7,7 @@ import pytest
 from ticketry.backoff import backoff_ceiling
 from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.decision import (
+    FIRST_PART,
     DeadLetter,
     ErrorKind,
     RenderRetryPolicy,
@@ -14,6 +15,7 @@ from ticketry_renderer.decision import (
     RetryAfter,
     RetryNow,
     decide,
+    parts,
     touch_due,
 )
 
@@ -97,3 +99,15 @@ def test_the_retry_book_hands_out_due_entries_by_lane_and_keeps_each_history_unt
 @pytest.mark.parametrize(("untouched_ms", "due"), [(0, False), (9_999, False), (10_000, True), (60_000, True)])
 def test_a_batch_touches_its_entries_once_a_third_of_the_claim_idle_time_passed(untouched_ms: int, due: bool) -> None:
     assert touch_due(untouched_ms, 30_000) is due
+
+
+def test_a_batch_after_an_idle_lane_is_handled_in_growing_parts_and_a_backlog_whole() -> None:
+    # A new order's first tickets go out after a part of 16, then 32, 64, the rest
+    assert parts(128, busy=False) == [FIRST_PART, 32, 64, 16]
+    assert parts(5, busy=False) == [5]
+    assert parts(48, busy=False) == [16, 32]
+    # a lane with a backlog (its last read was full) handles each read whole
+    assert parts(128, busy=True) == [128]
+    assert parts(0, busy=False) == parts(0, busy=True) == []
+    for n in range(300):  # every entry is in exactly one part, in order
+        assert sum(parts(n, busy=False)) == n and all(p > 0 for p in parts(n, busy=False))

@@ -152,3 +152,24 @@ def touch_due(untouched_ms: int, claim_idle_ms: int) -> bool:
     slow batch is never claimed by a peer (the idle threshold bounds one
     render, not a whole batch)."""
     return untouched_ms >= claim_idle_ms // 3
+
+
+# A batch read by a lane that was idle is handled in parts from this size up,
+# each part announced as soon as it is stored: a new order's first tickets
+# are out after a small part, not after a whole batch.
+FIRST_PART = 16
+
+
+def parts(count: int, busy: bool) -> list[int]:
+    """The sizes of the parts a batch of ``count`` entries is handled in:
+    whole when its lane was ``busy`` (the read before it was full: a backlog,
+    where the per-part cost is shared by the most tickets); else growing from
+    :data:`FIRST_PART`, doubling (16, 32, 64, then what is left)."""
+    if busy:
+        return [count] if count else []
+    out, size = [], FIRST_PART
+    while count > 0:
+        out.append(min(size, count))
+        count -= out[-1]
+        size *= 2
+    return out

@@ -20,6 +20,7 @@ claims them from under it (``ticketry.consumer.Claimer.touch``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import random
@@ -43,7 +44,7 @@ from ticketry.tracing import context_from, tracer
 
 from ticketry_renderer import designs, metrics
 from ticketry_renderer.config import RendererSettings
-from ticketry_renderer.decision import Retries, touch_due
+from ticketry_renderer.decision import Retries, parts, touch_due
 from ticketry_renderer.outcomes import Outcomes
 from ticketry_renderer.rate import BusyClock
 from ticketry_renderer.render import Design, render_ticket
@@ -80,6 +81,8 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 # Entries per claim, per read of our own pending entries.
 CLAIM_COUNT = 50
+# Renders between two turns of the event loop in one batch (~5 ms of stamping).
+YIELD_EVERY = 8
 
 
 @dataclass
@@ -97,6 +100,8 @@ class BatchPipeline:
     retries: Retries = field(default_factory=Retries)
     clock: BusyClock = field(default_factory=BusyClock)
     rendered: int = 0
+    # Each lane whose last read was full (a backlog): its next read is handled whole.
+    busy: dict[str, bool] = field(default_factory=dict)
     # Each render lane's claim side of this consumer (ticketry.consumer.Claimer).
     claimers: Mapping[str, Claimer] = field(init=False)
     outcomes: Outcomes = field(init=False)
@@ -111,6 +116,16 @@ class BatchPipeline:
             for lane in streams.RENDER_LANES
         }
         self.outcomes = Outcomes(self.settings, self.consumer, self.retries, self.rng)
+
+    async def handle_read(self, lane: str, entries: Sequence[Entry], batch: int) -> None:
+        """One read of ``lane`` (at most ``batch`` entries): whole while the lane
+        has a backlog, in growing parts after it was idle, each part announced
+        once stored (``decision.parts``)."""
+        at = 0
+        for size in parts(len(entries), self.busy.get(lane, False)):
+            await self.process(lane, entries[at : at + size])
+            at += size
+        self.busy[lane] = len(entries) >= batch
 
     async def process(self, lane: str, entries: Sequence[Entry], deliveries: dict[str, int] | None = None) -> None:
         """Handle one batch from ``lane`` (``deliveries``: each entry's delivery
@@ -188,6 +203,10 @@ class BatchPipeline:
                     self.outcomes.final(pipe, lane, entry_id, req, "rendered")
                     span.end()
                     continue
+                if i and i % YIELD_EVERY == 0:
+                    # The event loop's turn: a vip read that returned meanwhile gets its
+                    # batch going between these renders, not after all of them.
+                    await asyncio.sleep(0)
                 untouched_ms = int((time.monotonic() - touched) * 1000)
                 if touch_due(untouched_ms, self.settings.claim_idle_ms):
                     await self.claimers[lane].touch([e for e, _ in decoded[i:]], untouched_ms)

@@ -154,7 +154,7 @@ def create_app(settings: RendererSettings, consumer: str, metrics_server: Metric
             decoder=_entries,
         )  # fmt: skip
         async def handle(entries: list[Entry]) -> None:
-            await batches.process(lane, entries)
+            await batches.handle_read(lane, entries, batch)
             if len(entries) < batch and settings.linger_ms:
                 # A short batch: let the next one gather (see RendererSettings.linger_ms).
                 await asyncio.sleep(settings.linger_ms / 1000)
