@@ -59,6 +59,8 @@ async def test_stored_pdfs_are_read_back_listed_and_deleted_by_order(store: PdfS
     assert await store.exists(one, mine[0]) and not await store.exists(one, ticket_ids(one, 11)[10])
     assert await store.stored(one, [mine[3], mine[4], mine[9]]) == {mine[3], mine[4], mine[9]}
     assert await store.stored(one, [*mine[8:], *ticket_ids(one, 12)[10:]]) == set(mine[8:])
+    # (a whole batch's worth at once too: ten stored of twelve asked)
+    assert await store.stored(one, ticket_ids(one, 12)) == set(mine)
     assert await store.read(one, ticket_ids(one, 12)[11]) is None
     # When one order's PDFs are deleted (twice: it is idempotent)
     await store.delete_order(one)

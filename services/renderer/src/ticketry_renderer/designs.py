@@ -23,7 +23,7 @@ from ticketry import designs
 from ticketry.events import RenderRequest
 
 from ticketry_renderer import fastpath
-from ticketry_renderer.render import Design, build_event_template, template_key
+from ticketry_renderer.render import Design, build_event_template, event_key
 
 log = logging.getLogger(__name__)
 # TKD2: the overlay stream opens with the Q that closes WeasyPrint's content (a
@@ -104,7 +104,7 @@ async def prepare(redis: Redis, design: Design, requests: Iterable[RenderRequest
         if not design.fast:
             return built
         try:
-            key = template_key(req, design)
+            key = event_key(req, design)
         except Exception:  # noqa: S112 - a bad request fails in render_ticket, with its reason
             continue
         if key in design.templates or key in seen:

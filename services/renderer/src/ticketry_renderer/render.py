@@ -248,9 +248,9 @@ def _look(t: RenderRequest) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def event_template(t: RenderRequest, design: Design) -> fastpath.Template | None:
-    """The fast path's page for this ticket's event (built once, then cached);
-    None when this design cannot be stamped."""
+def event_key(t: RenderRequest, design: Design) -> tuple[Any, ...]:
+    """:func:`template_key` of this ticket, kept by its look: computed once per
+    event look, not per ticket."""
     look = _look(t)
     key = design.keys.get(look)
     if key is None:
@@ -258,6 +258,13 @@ def event_template(t: RenderRequest, design: Design) -> fastpath.Template | None
         if len(design.keys) >= TEMPLATE_CACHE_SIZE * 4:
             design.keys.clear()
         design.keys[look] = key
+    return key
+
+
+def event_template(t: RenderRequest, design: Design) -> fastpath.Template | None:
+    """The fast path's page for this ticket's event (built once, then cached);
+    None when this design cannot be stamped."""
+    key = event_key(t, design)
     if key in design.templates:
         design.templates.move_to_end(key)
         return design.templates[key]
