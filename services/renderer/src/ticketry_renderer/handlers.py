@@ -121,8 +121,13 @@ class BatchPipeline:
         """One read of ``lane`` (at most ``batch`` entries): whole while the lane
         has a backlog, in growing parts after it was idle, each part announced
         once stored (``decision.parts``)."""
-        at = 0
+        at, touched = 0, time.monotonic()
         for size in parts(len(entries), self.busy.get(lane, False)):
+            # The parts still waiting keep their claim, as a slow batch's do (``_render``).
+            untouched_ms = int((time.monotonic() - touched) * 1000)
+            if at and touch_due(untouched_ms, self.settings.claim_idle_ms):
+                await self.claimers[lane].touch([as_text(e) for e, _ in entries[at:]], untouched_ms)
+                touched = time.monotonic()
             await self.process(lane, entries[at : at + size])
             at += size
         self.busy[lane] = len(entries) >= batch
