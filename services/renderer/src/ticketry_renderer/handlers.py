@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry import trace
 from redis.asyncio import Redis
@@ -123,11 +124,8 @@ class BatchPipeline:
         once stored (``decision.parts``)."""
         at, touched = 0, time.monotonic()
         for size in parts(len(entries), self.busy.get(lane, False)):
-            # The parts still waiting keep their claim, as a slow batch's do (``_render``).
-            untouched_ms = int((time.monotonic() - touched) * 1000)
-            if at and touch_due(untouched_ms, self.settings.claim_idle_ms):
-                await self.claimers[lane].touch([as_text(e) for e, _ in entries[at:]], untouched_ms)
-                touched = time.monotonic()
+            # The parts still waiting keep their claim, as a slow batch's entries do.
+            touched = await self._keep_claimed(lane, entries, at, touched)
             await self.process(lane, entries[at : at + size])
             at += size
         self.busy[lane] = len(entries) >= batch
@@ -212,10 +210,7 @@ class BatchPipeline:
                     # The event loop's turn: a vip read that returned meanwhile gets its
                     # batch going between these renders, not after all of them.
                     await asyncio.sleep(0)
-                untouched_ms = int((time.monotonic() - touched) * 1000)
-                if touch_due(untouched_ms, self.settings.claim_idle_ms):
-                    await self.claimers[lane].touch([e for e, _ in decoded[i:]], untouched_ms)
-                    touched = time.monotonic()
+                touched = await self._keep_claimed(lane, decoded, i, touched)
                 try:
                     with time_limit(self.settings.render_timeout_s), metrics.render_timer(lane):
                         pdf = render_ticket(req, self.design)
@@ -225,6 +220,17 @@ class BatchPipeline:
                     continue
             made.append((entry_id, req, span, pdf))
         return made
+
+    async def _keep_claimed(self, lane: str, held: Sequence[tuple[Any, Any]], start: int, since: float) -> float:
+        """Reset the idle time of ``held[start:]``'s entries (id first) once due
+        (``touch_due``: a third of the claim threshold since ``since``), so no
+        peer claims what this renderer still works on. Returns when they were
+        last touched."""
+        untouched_ms = int((time.monotonic() - since) * 1000)
+        if not touch_due(untouched_ms, self.settings.claim_idle_ms):
+            return since
+        await self.claimers[lane].touch([as_text(e) for e, _ in held[start:]], untouched_ms)
+        return time.monotonic()
 
     async def _store_and_announce(
         self, pipe: Pipeline, lane: str, made: list[_Made], deliveries: dict[str, int]
