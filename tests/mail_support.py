@@ -12,9 +12,10 @@ from pathlib import Path
 from ticketry_devstack.procs import Proc
 
 
-def sink_proc(out: Path, port: int, delay_s: float = 0.0) -> Proc:
-    """The SMTP sink writing into ``out``, on ``port``."""
-    argv = [sys.executable, "-m", "tests.smtp_sink", str(out), str(port), "--delay-s", str(delay_s)]
+def sink_proc(out: Path, port: int, hold: int | None = None) -> Proc:
+    """The SMTP sink writing into ``out``, on ``port`` (``hold``: see ``tests.smtp_sink``)."""
+    argv = [sys.executable, "-m", "tests.smtp_sink", str(out), str(port)]
+    argv += ["--hold", str(hold)] if hold is not None else []
     return Proc("smtp", argv, dict(os.environ), out.parent / f"{out.name}.log")
 
 

@@ -10,8 +10,11 @@ depends on the recipient's local part, so one server serves every test:
 * ``reject…@``: 550 to every DATA;
 * anything else: 250.
 
-``--delay-s``: each accepted DATA is answered this much later (a kill test's
-batch then takes long enough to be killed in the middle).
+``--hold N``: the N-th message it would accept (counted from 0) is held: its
+recipient is written to ``<dir>/held`` and the DATA is never answered, so a
+kill test can kill the client while a message is in flight and none is
+between its 250 and the client's record of it. Its connection lost, the held
+message is dropped, as a real server drops a DATA it never answered.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 
 
 class Sink:
-    def __init__(self, out: Path, delay_s: float) -> None:
-        self.out, self.delay_s = out, delay_s
+    def __init__(self, out: Path, hold: int | None) -> None:
+        self.out, self.hold = out, hold
         self.tries: Counter[str] = Counter()
         self.seq = itertools.count(len(list(out.glob("*.eml"))))
+        self.accepting = itertools.count()
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         rcpt = envelope.rcpt_tos[0].lower()
@@ -40,8 +44,9 @@ class Sink:
             return "451 4.3.0 try again later"
         if rcpt.startswith("reject"):
             return "550 5.1.1 no such mailbox"
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
+        if next(self.accepting) == self.hold:
+            (self.out / "held").write_text(rcpt)
+            await asyncio.Event().wait()  # cancelled by aiosmtpd when the client's connection is lost
         data: Any = envelope.original_content or envelope.content
         path = self.out / f"{next(self.seq):06d}.eml"
         tmp = path.with_suffix(".tmp")
@@ -54,10 +59,10 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dir", type=Path)
     ap.add_argument("port", type=int)
-    ap.add_argument("--delay-s", type=float, default=0.0)
+    ap.add_argument("--hold", type=int, default=None)
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    sink = Sink(args.dir, args.delay_s)
+    sink = Sink(args.dir, args.hold)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
         lambda: SMTP(sink, data_size_limit=60_000_000, enable_SMTPUTF8=True), "127.0.0.1", args.port

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -187,11 +187,12 @@ class Mailer:
         got = Attachments(joined, tuple(passes))
         return got if fits([got.size], cap) else None
 
-    async def deliver(self, msg: EmailMessage, to: str) -> None:
-        """Send ``msg`` once; returns after the server's 250 to DATA. What
-        ``aiosmtplib.send`` does, but the message (megabytes of base64 PDF) is
-        flattened in a thread: on the event loop it held the api's requests up
-        for about a second per mail."""
+    async def deliver(self, msg: EmailMessage, to: str, accepted: Callable[[], Awaitable[Any]]) -> None:
+        """Send ``msg`` once; ``accepted`` is awaited as soon as the server has
+        answered 250 to DATA, before the QUIT (one round trip less in the window
+        between the server's 250 and the order's marker). What ``aiosmtplib.send``
+        does, but the message (megabytes of base64 PDF) is flattened in a thread:
+        on the event loop it held the api's requests up for about a second per mail."""
         s, t, sender = self.server, self.settings.mail_timeout_s, self.settings.mail_from
         utf8 = not (sender + to).isascii()
         async with asyncio.timeout(t):
@@ -207,6 +208,7 @@ class Mailer:
                     options.append("BODY=8BITMIME")
                 flat = await asyncio.to_thread(flatten_message, msg, utf8=utf8, cte_type="8bit" if eight else "7bit")
                 await client.sendmail(sender, [to], flat, mail_options=options)
+                await accepted()
 
     def _failed(self, job: Job, failure: Failure) -> Tried:
         return Tried(next_step(job.attempt, failure, self.settings), describe(failure))
@@ -220,12 +222,20 @@ class Mailer:
         if got is None:
             return Tried(Done(), "nothing to mail (no order, no email, or cancelled)")
         mail, files = got
+        sent = False
+
+        async def mark() -> None:
+            # The marker, at once: a crash from here on must not mail the order again.
+            nonlocal sent
+            await self.redis.set(marker, message_id(job.order_id, self.settings.mail_from), ex=streams.MAIL_SENT_TTL_S)
+            sent = True
+
         try:
-            await self.deliver(build(mail, files), mail.to)
+            await self.deliver(build(mail, files), mail.to, mark)
         except (aiosmtplib.SMTPException, OSError) as exc:  # TimeoutError is an OSError
-            return self._failed(job, smtp_failure(exc, self.settings.mail_timeout_s))
-        # The marker, at once: a crash from here on must not mail the order again.
-        await self.redis.set(marker, message_id(job.order_id, self.settings.mail_from), ex=streams.MAIL_SENT_TTL_S)
+            if not sent:
+                return self._failed(job, smtp_failure(exc, self.settings.mail_timeout_s))
+            # only the QUIT after the 250 failed: the message is the server's
         return Tried(Sent(), "sent" if files is not None else "sent (link, over the attachment cap)")
 
     async def attempt_logged(self, job: Job) -> Tried:
