@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import secrets
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pypdf
 import pypdfium2
 import pytest
 import zxingcpp
+from fontTools.ttLib import TTFont  # type: ignore[import-untyped]
 from PIL import Image
 from ticketry import fonts
-from ticketry_renderer import fastpath
+from ticketry_renderer import compact, fastpath
 from ticketry_renderer.render import Design, Undrawable, event_template, render_ticket
 
 from tests.helpers import decode_qr
@@ -115,3 +119,33 @@ def test_an_undrawable_name_is_still_refused_on_the_fast_path(design: Design, si
     with pytest.raises(Undrawable):
         render_ticket(request(signer, "\U00013000 Khufu"), design)
     assert design.fast_rendered == before
+
+
+def test_the_template_is_one_section_of_live_objects_that_poppler_reads_cleanly(
+    design: Design, signer: Any, tmp_path: Path
+) -> None:
+    # Given an event look's template and a ticket stamped from it
+    req = request(signer, "Ada Lovelace", event_name="A Compact Night")
+    pdf = render_ticket(req, design)
+    template = event_template(req, design)
+    assert template is not None and pdf.startswith(template.base)
+    base = template.base
+    # Then the template is one section (WeasyPrint's and the update's, rewritten),
+    # each object defined once
+    assert base.count(b"startxref") == 1 and b"/Prev" not in base
+    defined = re.findall(rb"(?m)^(\d+) 0 obj", base)
+    assert len(defined) == len(set(defined))
+    # WeasyPrint's CID fonts keep only what a viewer reads from them
+    reader = pypdf.PdfReader(io.BytesIO(pdf), strict=True)
+    programs = compact._cid_font_programs(reader)
+    assert programs
+    for num in programs:
+        tables = set(TTFont(io.BytesIO(reader.get_object(num).get_data())).keys())
+        assert not tables & set(compact._CID_FONT_TABLES_DROPPED), tables
+        assert {"glyf", "loca", "hmtx", "head"} <= tables
+    # and Poppler draws the ticket without a complaint (no null font resource)
+    path = tmp_path / "ticket.pdf"
+    path.write_bytes(pdf)
+    drawn = subprocess.run(["pdftoppm", "-r", "20", "-png", str(path), str(tmp_path / "page")], capture_output=True)
+    assert drawn.returncode == 0 and drawn.stderr == b"", drawn.stderr[:300]
+    assert decode_qr(pdf) == req.code

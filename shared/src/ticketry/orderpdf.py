@@ -168,15 +168,18 @@ def update(
     offset: int,
     size: int,
     tail: bytes,
-    prev: int,
+    prev: int | None,
     level: int = 6,
 ) -> bytes:
     """An incremental update of a file of ``offset`` bytes whose last
     cross-reference section is at ``prev``: the stream objects as they are, the
     dictionaries packed in object streams, a cross-reference stream (PDF 1.5)
-    carrying ``tail`` (``/Root …``). ``size`` is the first free object number."""
+    carrying ``tail`` (``/Root …``). ``size`` is the first free object number.
+    With ``prev`` None, the body of a whole file after its ``offset`` bytes of header."""
     parts: list[bytes] = []
     entries: dict[int, tuple[int, int, int]] = {}  # number → (type, field 2, field 3)
+    if prev is None:
+        entries[0] = (0, 0, 0xFFFF)  # the head of the (empty) free list
     for num, body in streams:
         obj = b"%d 0 obj\n%s\nendobj\n" % (num, body)
         entries[num] = (1, offset, 0)
@@ -208,14 +211,16 @@ def update(
             ranges.append([n, 1])
     rows = b"".join(struct.pack(">BIH", *entries[n]) for n in nums)
     # A ticket's ~10 rows are ~70 bytes: packing them saves ~25 bytes for ~15 µs
-    # (zlib's set-up), a tenth of the stamp's writing; an order's are packed.
-    flate = len(rows) > 512
+    # (zlib's set-up), a tenth of the stamp's writing; an order's and a whole file's are packed.
+    flate = len(rows) > 512 or prev is None
     if flate:
         rows = zlib.compress(rows, level)
     index = b" ".join(b"%d %d" % (first, count) for first, count in ranges)
+    fields = b"" if prev is None else b" /Prev %d" % prev
+    fields += b" /Filter /FlateDecode" if flate else b""
     parts.append(
-        b"%d 0 obj\n<</Type /XRef /Size %d /W [1 4 2] /Index [%s] %s /Prev %d%s /Length %d>>\n"
+        b"%d 0 obj\n<</Type /XRef /Size %d /W [1 4 2] /Index [%s] %s%s /Length %d>>\n"
         b"stream\n%s\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n"
-        % (xref_num, size, index, tail, prev, b" /Filter /FlateDecode" if flate else b"", len(rows), rows, offset)
+        % (xref_num, size, index, tail, fields, len(rows), rows, offset)
     )
     return b"".join(parts)

@@ -18,7 +18,8 @@ How it works (pure, no I/O):
    (``cidfonts``); the overlay content stream (glyph codes, the QR from
    zxing-cpp's C++ encoder as an inline 1-bit image mask) and those fonts are
    appended to the template bytes as a PDF incremental update (a trailer with
-   ``/Prev``). The template itself is an incremental update of WeasyPrint's file. No
+   ``/Prev``). The template is WeasyPrint's file and its update rewritten as
+   one section of live objects (``compact``). No
    markup is parsed: the ticket fields are encoded to glyph codes, nothing else.
 
 Any holder name the chain can draw is stamped, in every script, its white space
@@ -51,7 +52,6 @@ from pypdf.generic import (
     DictionaryObject,
     FloatObject,
     NameObject,
-    NullObject,
     NumberObject,
     StreamObject,
     TextStringObject,
@@ -62,6 +62,7 @@ from weasyprint.formatting_structure import boxes
 from weasyprint.text.fonts import get_hb_object_data, get_pango_font_hb_face
 
 from ticketry_renderer import cidfonts
+from ticketry_renderer.compact import compact
 
 PX_TO_PT = 0.75
 # The characters of the ids a ticket prints (``or_<hex>``, ``tk_<hex>_<digits>``,
@@ -558,6 +559,11 @@ def _font_objects(writer: PdfWriter, name: str, face: _FontFile, charset: set[st
     return writer._add_object(font), EmbeddedFont(name, widths, frozenset(present))
 
 
+def _stand_in_font() -> DictionaryObject:
+    names = {"/Type": "/Font", "/Subtype": "/Type1", "/BaseFont": "/Helvetica"}
+    return DictionaryObject({NameObject(k): NameObject(v) for k, v in names.items()})
+
+
 def _stream(data: bytes) -> Any:
     s = DecodedStreamObject()
     s.set_data(data)
@@ -567,8 +573,8 @@ def _stream(data: bytes) -> Any:
 def _assemble(
     pdf: bytes, specs: list[_SlotSpec], qr: QrSlot, holder: HolderSlot, font_set: _FontSet, title: str
 ) -> Template:
-    # An incremental update of WeasyPrint's file: its compact objects (object and
-    # cross-reference streams) stay as written, only what changes is appended.
+    # An incremental update of WeasyPrint's file, then rewritten as one section
+    # of live objects (``compact``: ~2.5 kB less in every ticket).
     writer = PdfWriter(io.BytesIO(pdf), incremental=True)
     page = writer.pages[0]
     resources: Any = page[NameObject("/Resources")].get_object()
@@ -582,7 +588,9 @@ def _assemble(
     # ones its name uses (the placeholder is never drawn with).
     reserved = []
     for i in range(len(fonts.chain())):
-        ref = writer._add_object(NullObject())  # no font until a ticket's name uses this face
+        # Never drawn with: a ticket's name that uses this face replaces it (a
+        # null resource instead is a syntax error to Poppler).
+        ref = writer._add_object(_stand_in_font())
         font_dict[NameObject(f"/TkH{i}")] = ref
         reserved.append(ref.idnum)
     holder = dataclasses.replace(holder, fonts=tuple(reserved))
@@ -603,7 +611,7 @@ def _assemble(
     writer.add_metadata({"/Title": TextStringObject(title)})
     out = io.BytesIO()
     writer.write(out)
-    base = out.getvalue()
+    base = compact(out.getvalue())
     if not base.endswith(b"\n"):
         base += b"\n"
     reader = PdfReader(io.BytesIO(base))
