@@ -75,7 +75,7 @@ class Tickets:
         return await OrderState.get(order_id)
 
     async def insert_states(self, docs: list[dict[str, Any]]) -> None:
-        """Insert render outcomes in one batch (one transaction on FerretDB).
+        """Insert render outcomes (pieces of a few dozen, one transaction each on FerretDB).
 
         A duplicate means the ticket already has a state: a replay (nothing to do),
         or a re-driven dead letter that has now rendered (``failed → rendered``, the
@@ -100,5 +100,6 @@ class Tickets:
                 await col.update_one({"_id": doc["_id"]}, {"$set": {k: v for k, v in doc.items() if k != "_id"}})
 
     async def _insert_new(self, col: Any, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Insert ``docs`` in one batch; the ones whose ``_id`` already existed."""
-        return [docs[i] for i in await self._writer.insert(col, docs)]
+        """Insert ``docs`` (background work of the writer: no order waits behind
+        a batch of them); the ones whose ``_id`` already existed."""
+        return [docs[i] for i in await self._writer.insert_background(col, docs)]
