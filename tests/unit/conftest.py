@@ -1,5 +1,6 @@
 """What unit tests share: a real redis-server of their own, one per test module,
-and a client of it."""
+and a client of it; the default ticket design and a code signer, for the
+renderer's tests."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from redis.asyncio import Redis
 from ticketry_devstack.procs import redis_proc
+from ticketry_renderer.render import Design
 
 from tests.helpers import serving
+from tests.unit.test_render_fidelity import Signer
 
 
 @pytest.fixture(scope="module")
@@ -30,3 +33,14 @@ async def redis(redis_url: str) -> AsyncIterator[Redis]:
         yield client
     finally:
         await client.aclose()
+
+
+@pytest.fixture(scope="module")
+def design() -> Design:
+    """The default design, compiled once per module (its templates cached in it)."""
+    return Design.default()
+
+
+@pytest.fixture(scope="module")
+def signer() -> Signer:
+    return Signer()

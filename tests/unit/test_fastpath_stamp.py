@@ -25,19 +25,9 @@ from ticketry_renderer import compact, fastpath
 from ticketry_renderer.render import Design, Undrawable, event_template, render_ticket
 
 from tests.helpers import decode_qr
-from tests.unit.test_render_fidelity import WORLD_NAMES, Signer, request, text_of
+from tests.unit.test_render_fidelity import WORLD_NAMES, request, text_of
 
 MAX_SINGLE_TICKET_BYTES = 25_000
-
-
-@pytest.fixture(scope="module")
-def design() -> Design:
-    return Design.default()
-
-
-@pytest.fixture(scope="module")
-def signer() -> Signer:
-    return Signer()
 
 
 def _code(i: int) -> str:

@@ -10,7 +10,6 @@ from typing import Any
 
 import pypdf
 import pypdfium2
-import pytest
 from fontTools.misc.timeTools import timestampNow  # type: ignore[import-untyped]
 from fontTools.ttLib import TTFont  # type: ignore[import-untyped]
 from PIL import ImageChops
@@ -19,17 +18,7 @@ from ticketry_renderer import fastpath
 from ticketry_renderer.render import Design, render_ticket, render_ticket_full
 
 from tests.helpers import decode_qr
-from tests.unit.test_render_fidelity import WORLD_NAMES, Signer, request, text_of
-
-
-@pytest.fixture(scope="module")
-def design() -> Design:
-    return Design.default()
-
-
-@pytest.fixture(scope="module")
-def signer() -> Signer:
-    return Signer()
+from tests.unit.test_render_fidelity import WORLD_NAMES, request, text_of
 
 
 def _page(pdf: bytes, i: int) -> Any:

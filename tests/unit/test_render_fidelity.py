@@ -44,22 +44,12 @@ PIXEL_TOLERANCE = 48  # grey levels: anti-aliasing noise, not a missing or moved
 HOLDER_TOLERANCE_PX = 100
 
 
-@pytest.fixture(scope="module")
-def design() -> Design:
-    return Design.default()
-
-
 class Signer:
     """Codes of the real shape (``TK1.<kid>.<ticket id>.<64-byte signature>``);
     the renderer only prints them, so any signature bytes will do."""
 
     def sign(self, ticket_id: str) -> str:
         return f"TK1.k1.{ticket_id}." + base64.urlsafe_b64encode(secrets.token_bytes(64)).rstrip(b"=").decode()
-
-
-@pytest.fixture(scope="module")
-def signer() -> Signer:
-    return Signer()
 
 
 def request(signer: Any, holder: str = "Ada Lovelace", **over: Any) -> RenderRequest:
