@@ -11,6 +11,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 from ticketry import streams
+from ticketry.replies import as_text
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory, stack_of_its_own
@@ -111,7 +112,7 @@ async def test_orders_of_thousands_of_hostile_names_stall_nobody_and_are_counted
         # And none of the refused orders stays in flight (each was noted before its names were
         # checked, and refused after): the outbox sweep has nothing of the attacker's to give back
         members = [
-            streams.parse_in_flight_member(m.decode()) for m in await redis.zrange(streams.ORDERS_IN_FLIGHT, 0, -1)
+            streams.parse_in_flight_member(as_text(m)) for m in await redis.zrange(streams.ORDERS_IN_FLIGHT, 0, -1)
         ]
         assert [m for m in members if m[4] == ATTACKER] == []
     await redis.aclose()
