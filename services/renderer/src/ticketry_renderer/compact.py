@@ -11,7 +11,7 @@ carries the whole template, so every byte here is paid once per ticket.
   dictionaries in one object stream, the streams as they are;
 * WeasyPrint's CID fonts without the tables a PDF viewer never reads for them
   (the glyphs are reached by CID; names, layout, metrics come from the PDF's
-  own dictionaries): ~0.3 kB compressed a face.
+  own dictionaries): ~0.3-0.4 kB compressed a face.
 
 Same objects, same numbers, same drawing: only what no viewer reads is gone.
 """
@@ -28,10 +28,11 @@ from pypdf import PdfReader
 from pypdf.generic import DictionaryObject, IndirectObject, NameObject, NumberObject, StreamObject
 from ticketry import orderpdf
 
-# What FreeType, PDFium, pdf.js and Poppler never read from a CID-keyed
-# TrueType program: `name` (DejaVu's and Liberation's carry their licence text),
-# OpenType layout (already applied: the content stream draws glyph ids),
-# `gasp`/`post`/`OS/2` (rasterising hints and glyph names; the descriptor has the metrics).
+# What a viewer does not read from a CID-keyed TrueType program: `name`
+# (DejaVu's and Liberation's carry their licence text), OpenType layout (already
+# applied: the content stream draws glyph ids), `gasp`/`post`/`OS/2` (hints and
+# glyph names; the descriptor has the metrics). PDFium draws the same page
+# without them (tests/unit/test_render_fidelity.py), Poppler and MuPDF too.
 _CID_FONT_TABLES_DROPPED = ("name", "GDEF", "GSUB", "GPOS", "gasp", "post", "OS/2")
 _HEADER = re.compile(rb"%PDF-\d\.\d\r?\n(%[^\r\n]*\r?\n)?")
 
