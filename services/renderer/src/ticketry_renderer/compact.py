@@ -37,10 +37,12 @@ _CID_FONT_TABLES_DROPPED = ("name", "GDEF", "GSUB", "GPOS", "gasp", "post", "OS/
 _HEADER = re.compile(rb"%PDF-\d\.\d\r?\n(%[^\r\n]*\r?\n)?")
 
 
-def compact(pdf: bytes) -> bytes:
-    """``pdf`` (a file and its incremental updates) as one section of its live objects."""
+def compact(pdf: bytes) -> tuple[bytes, bytes]:
+    """``pdf`` (a file and its incremental updates) as one section of its live
+    objects, and that section's trailer entries (``/Root … /Info …``)."""
     reader = PdfReader(io.BytesIO(pdf))
     trailer: Any = reader.trailer
+    size = int(trailer["/Size"])
     page: Any = reader.pages[0]
     resources = page.raw_get("/Resources")
     fonts = resources.get_object().raw_get("/Font")
@@ -50,7 +52,7 @@ def compact(pdf: bytes) -> bytes:
     cid_programs = _cid_font_programs(reader)
     plain: list[tuple[int, bytes]] = []
     written: list[tuple[int, bytes]] = []  # objects of their own: streams, and ``top``
-    for num in range(1, int(trailer["/Size"])):
+    for num in range(1, size):
         obj = reader.get_object(num)
         if obj is None or (isinstance(obj, StreamObject) and obj.get("/Type") in ("/ObjStm", "/XRef")):
             plain.append((num, b"null"))  # the old sections' packing: no number left out of the xref
@@ -64,8 +66,7 @@ def compact(pdf: bytes) -> bytes:
     tail = b"/Root %d 0 R" % trailer.raw_get("/Root").idnum
     if "/Info" in trailer:
         tail += b" /Info %d 0 R" % trailer.raw_get("/Info").idnum
-    size = int(trailer["/Size"])
-    return header + orderpdf.update(plain, written, len(header), size, tail, None, level=9)
+    return header + orderpdf.update(plain, written, len(header), size, tail, None, level=9), tail
 
 
 def _cid_font_programs(reader: PdfReader) -> set[int]:

@@ -45,7 +45,7 @@ import zxingcpp
 from fontTools import subset as ft_subset  # type: ignore[import-untyped]
 from fontTools.ttLib import TTFont  # type: ignore[import-untyped]
 from markupsafe import Markup
-from pypdf import PdfReader, PdfWriter
+from pypdf import PdfWriter
 from pypdf.generic import (
     ArrayObject,
     DecodedStreamObject,
@@ -611,20 +611,13 @@ def _assemble(
     writer.add_metadata({"/Title": TextStringObject(title)})
     out = io.BytesIO()
     writer.write(out)
-    base = compact(out.getvalue())
-    if not base.endswith(b"\n"):
-        base += b"\n"
-    reader = PdfReader(io.BytesIO(base))
-    trailer: Any = reader.trailer
-    tail = [b"/Root %d 0 R" % trailer.raw_get("/Root").idnum]
-    if "/Info" in trailer:
-        tail.append(b"/Info %d 0 R" % trailer.raw_get("/Info").idnum)
+    base, tail = compact(out.getvalue())
     prev = int(re.findall(rb"startxref\s+(\d+)", base)[-1])
     return Template(
         base=base,
         overlay_obj=overlay.idnum,
-        trailer_tail=b" ".join(tail),
-        size=int(trailer["/Size"]),
+        trailer_tail=tail,
+        size=int(re.search(rb"/Size (\d+)", base[prev:]).group(1)),  # type: ignore[union-attr]
         prev_xref=prev,
         texts=texts,
         qr=qr,

@@ -109,12 +109,13 @@ class Writer:
         round of the other inserts. The indexes of the duplicates; other write errors
         raise (after every piece is settled)."""
         loop = asyncio.get_running_loop()
-        calls = [_Call(col, docs[r.start : r.stop], loop.create_future()) for r in pieces(len(docs))]
+        cuts = pieces(len(docs))
+        calls = [_Call(col, docs[r.start : r.stop], loop.create_future()) for r in cuts]
         self._background.extend(calls)
         self._wake()
         got = await asyncio.gather(*(c.done for c in calls), return_exceptions=True)
         dups: list[int] = []
-        for r, outcome in zip(pieces(len(docs)), got, strict=True):
+        for r, outcome in zip(cuts, got, strict=True):
             if isinstance(outcome, BaseException):
                 raise outcome
             dups.extend(r.start + i for i in outcome)
