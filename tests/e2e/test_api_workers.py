@@ -1,9 +1,11 @@
 """Several api processes on one port (``TICKETRY_API_WORKERS``): both serve,
-an order placed through either lands once, SIGTERM stops them all."""
+an order placed through either lands once, a scrape answered by either sums
+both (a killed worker's counts included), SIGTERM stops them all."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 from pathlib import Path
@@ -20,6 +22,8 @@ pytestmark = pytest.mark.e2e
 WAIT_S = 120  # a bound on a hang, far above need
 ORDERS = 12
 PID = re.compile(r'^ticketry_api_process_info\{pid="(\d+)"\} 1\.0$', re.M)
+ACCEPTED = re.compile(r'^ticketry_orders_total\{outcome="accepted"\} ([0-9.e+]+)$', re.M)
+PROCESSES = re.compile(r"^ticketry_api_processes ([0-9.e+]+)$", re.M)
 
 
 def workers_of(stack: Stack) -> set[int]:
@@ -49,14 +53,37 @@ def gone(pid: int) -> bool:
         return True
 
 
-async def serving_pid(stack: Stack) -> int:
-    """The pid of the worker that answers a scrape on a new connection."""
+def value(pattern: re.Pattern[str], text: str) -> float:
+    found = pattern.search(text)
+    assert found is not None, (pattern.pattern, text[:2000])
+    return float(found.group(1))
+
+
+async def scrape(stack: Stack) -> tuple[int, str]:
+    """A scrape on a new connection: the pid of the worker that answered it, and its text."""
     async with httpx.AsyncClient(base_url=stack.api_url, timeout=30) as fresh:
         r = await fresh.get("/metrics")
     assert r.status_code == 200, r.text
-    found = PID.search(r.text)
-    assert found is not None, r.text[:500]
-    return int(found.group(1))
+    return int(value(PID, r.text)), r.text
+
+
+async def serving_pid(stack: Stack) -> int:
+    """The pid of the worker that answers a scrape on a new connection."""
+    return (await scrape(stack))[0]
+
+
+async def sums_from_each(stack: Stack, pids: set[int]) -> dict[int, tuple[float, float]]:
+    """Scrapes until each of ``pids`` answered one: per worker, the accepted
+    orders and the serving processes its answer counted."""
+    answered: dict[int, tuple[float, float]] = {}
+
+    async def each_answered() -> bool:
+        pid, text = await scrape(stack)
+        answered[pid] = (value(ACCEPTED, text), value(PROCESSES, text))
+        return pids <= set(answered)
+
+    await eventually(each_answered, f"each of {pids} answering a scrape", WAIT_S, interval_s=0.05)
+    return {p: answered[p] for p in pids}
 
 
 @pytest.mark.timeout(600)
@@ -103,6 +130,22 @@ async def test_two_workers_serve_place_once_and_stop_on_sigterm(
                 assert done["status"] == "completed" and done["rendered"] == 1, done
             got = (await api.get(f"/v1/events/{event['id']}", headers=bearer(org))).json()
         assert got["sold"] == ORDERS, got  # each key's ticket counted once
+
+        # Whichever worker answers a scrape counts both workers' answers (each
+        # order was answered twice, 202 both times) and both serving processes.
+        assert set((await sums_from_each(stack, pids)).values()) == {(2 * ORDERS, 2)}
+
+        # A worker killed outright is replaced; its counts stay in the sums, and
+        # it is no longer counted as serving (only the live workers' gauges are summed).
+        victim = min(pids)
+        os.kill(victim, signal.SIGKILL)
+
+        async def replaced() -> set[int] | None:
+            found = await asyncio.to_thread(workers_of, stack)
+            return found if len(found) == 2 and victim not in found else None
+
+        pids = await eventually(replaced, f"worker {victim} replaced", WAIT_S)
+        assert set((await sums_from_each(stack, pids)).values()) == {(2 * ORDERS, 2)}
 
         # SIGTERM to the supervisor stops every worker, and the supervisor exits.
         api_proc = stack.procs["api"]

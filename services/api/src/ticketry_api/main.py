@@ -8,7 +8,8 @@ import functools
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import uvicorn
 from fastapi import FastAPI
@@ -165,6 +166,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     return app
 
 
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 WORKER_PING_S = 120  # a worker that does not answer its supervisor's ping this long is replaced
 
 
@@ -199,7 +201,25 @@ def run() -> None:
     # One listening socket, n processes accepting on it; this one supervises
     # (a worker that dies is started again; SIGTERM stops them all, each gracefully).
     log.info("api: %d worker processes", n, extra={"workers": n})
-    _serve(settings, "ticketry_api.main:worker_app", factory=True, processes=n)
+    with _shared_metrics():
+        _serve(settings, "ticketry_api.main:worker_app", factory=True, processes=n)
+
+
+@contextlib.contextmanager
+def _shared_metrics() -> Iterator[None]:
+    """A directory the workers keep their metric values in, so a scrape answered
+    by any of them sums them all (``middleware.metrics.exposition``); set before
+    the first worker is spawned, removed after the last exits. One the operator
+    set (``PROMETHEUS_MULTIPROC_DIR``) is used as is, and kept."""
+    if os.environ.get(MULTIPROC_ENV):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="ticketry-api-metrics-") as path:
+        os.environ[MULTIPROC_ENV] = path
+        try:
+            yield
+        finally:
+            del os.environ[MULTIPROC_ENV]
 
 
 def _serve(settings: ApiSettings, app: FastAPI | str, *, factory: bool = False, processes: int | None = None) -> None:

@@ -51,7 +51,9 @@ class _TooLarge(HTTPException):
         super().__init__(413, "request body too large")
 
 
-BODIES_READING = Gauge("ticketry_request_bodies_reading", "Request bodies being received now (not yet whole)")
+BODIES_READING = Gauge(
+    "ticketry_request_bodies_reading", "Request bodies being received now (not yet whole)", multiprocess_mode="livesum"
+)
 BODIES_REFUSED = Counter(
     "ticketry_request_bodies_refused", "Requests refused while or before receiving their body", ["reason"]
 )

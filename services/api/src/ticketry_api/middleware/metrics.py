@@ -8,16 +8,27 @@ the buyer would pass its ``max_per_buyer``), 429 ``rate_limited`` and any other
 ``ticketry_http_responses_total{code="5xx"}``). Its latency, whatever the
 answer, goes to ``ticketry_order_seconds``. A check-in is counted by the scan's
 own outcome (``ScanResult.outcome``) where the route has it.
+
+Several api processes on one port (``TICKETRY_API_WORKERS``): the supervisor
+makes a directory and sets ``PROMETHEUS_MULTIPROC_DIR`` to it for its workers
+(``ticketry_api.main``), so ``prometheus_client`` in each keeps its values in
+files there, and whichever worker answers a scrape sums them all
+(:func:`exposition`): counters and histograms over every worker that ever
+served (a replaced worker's counts stay), the gauges over live workers only.
 """
 
 from __future__ import annotations
 
+import glob
 import hmac
 import os
+import re
 import time
 from typing import Final, get_args
 
-from prometheus_client import Counter, Histogram, Info
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client import values as _values
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ticketry.auth import bearer_of
 from ticketry.settings import is_loopback_host
@@ -35,9 +46,10 @@ ORDER_SECONDS = Histogram(
 )
 CHECKINS = Counter("ticketry_checkins", "Scans judged, by outcome", ["outcome"])
 RESPONSES = Counter("ticketry_http_responses", "API responses, by status class (2xx…5xx)", ["code"])
-# Which of the host's api processes (TICKETRY_API_WORKERS) answered a scrape:
-# each counts only what it served.
+# Which of the host's api processes (TICKETRY_API_WORKERS) answered a scrape
+# (its own, not summed), and how many are serving (summed over live workers).
 PROCESS = Info("ticketry_api_process", "The api process that answered this scrape")
+PROCESSES = Gauge("ticketry_api_processes", "api processes serving this port", multiprocess_mode="livesum")
 
 # Every series exists from the start (at 0): a rate or an increase over the
 # first order then sees it rise, and a dashboard shows 0, not "no data".
@@ -50,9 +62,45 @@ for _code in ("2xx", "3xx", "4xx", "5xx"):
 
 
 def mark_process() -> None:
-    """Label ``ticketry_api_process_info`` with this process's pid (at start-up:
-    a worker is a process of its own)."""
+    """Label ``ticketry_api_process_info`` with this process's pid and count
+    it in ``ticketry_api_processes`` (at start-up: a worker is a process of its own)."""
     PROCESS.info({"pid": str(os.getpid())})
+    PROCESSES.set(1)
+
+
+def shared_dir() -> str | None:
+    """The directory this process keeps its values in for its peers to sum
+    (``PROMETHEUS_MULTIPROC_DIR``, set by the supervisor of several workers), or None."""
+    if not getattr(_values.ValueClass, "_multiprocess", False):
+        return None
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+_LIVE_FILE = re.compile(r"gauge_live\w+_(\d+)\.db$")
+
+
+def _forget_dead(path: str) -> None:
+    """Drop the live-gauge files of workers that exited (their counters stay)."""
+    for name in glob.glob(os.path.join(path, "gauge_live*_*.db")):
+        found = _LIVE_FILE.search(name)
+        if found is None:
+            continue
+        pid = int(found.group(1))
+        if pid != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+            mark_process_dead(pid, path)  # type: ignore[no-untyped-call]
+
+
+def exposition() -> bytes:
+    """What ``/metrics`` answers: this process's registry, or, with several
+    workers, every worker's values summed plus which process answered."""
+    path = shared_dir()
+    if path is None:
+        return generate_latest(REGISTRY)
+    _forget_dead(path)
+    summed = CollectorRegistry()
+    MultiProcessCollector(summed, path)  # type: ignore[no-untyped-call]
+    summed.register(PROCESS)
+    return generate_latest(summed)
 
 
 def order_outcome(status: int) -> str | None:

@@ -50,9 +50,16 @@ from ticketry.redis_ha import RedisTarget
 from ticketry_api.errors import PROBLEM
 
 SHED = Counter("ticketry_orders_shed", "POST /v1/orders answered 503 at once: past the in-flight bound and queue")
-INFLIGHT = Gauge("ticketry_orders_inflight", "POST /v1/orders being processed now (bounded)")
-QUEUED = Gauge("ticketry_orders_queued", "POST /v1/orders waiting for a slot")
-CAPACITY = Gauge("ticketry_orders_capacity_per_s", "Orders per second this api process sustains (measured)")
+# With several workers (TICKETRY_API_WORKERS) a scrape sums the live workers' gauges.
+INFLIGHT = Gauge(
+    "ticketry_orders_inflight", "POST /v1/orders being processed now (bounded)", multiprocess_mode="livesum"
+)
+QUEUED = Gauge("ticketry_orders_queued", "POST /v1/orders waiting for a slot", multiprocess_mode="livesum")
+CAPACITY = Gauge(
+    "ticketry_orders_capacity_per_s",
+    "Orders per second the api processes sustain (measured)",
+    multiprocess_mode="livesum",
+)
 
 
 @dataclass

@@ -6,13 +6,13 @@ import asyncio
 from collections.abc import Awaitable
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from ticketry.redis_ha import PrimaryNotFound
 
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State
 from ticketry_api.errors import problems
-from ticketry_api.middleware.metrics import scrape_refusal
+from ticketry_api.middleware.metrics import exposition, scrape_refusal
 
 router = APIRouter(tags=["health"])
 
@@ -61,4 +61,4 @@ async def metrics(request: Request, state: State) -> Response:
         raise Problem(401, "unauthorized", "/metrics needs its bearer token", {"WWW-Authenticate": "Bearer"})
     if status is not None:
         raise Problem(403, "forbidden", "/metrics answers loopback clients only (no metrics token is set)")
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    return Response(exposition(), media_type=CONTENT_TYPE_LATEST)
