@@ -274,7 +274,16 @@ async def test_a_watched_order_draws_its_progress_on_a_terminal(
 
         # Then the bar shows the 4 tickets done while the order waits
         await wait_until(held_at_four, WAIT_S)
-        # When the ticket can be stored again
+        # When the notifier dies under the watching socket and comes back
+        notifier = ctl_stack.procs["notifier"]
+        await asyncio.to_thread(notifier.kill)
+        await asyncio.to_thread(ctl_stack.start_notifier)
+
+        async def resumed() -> bool:
+            return "resuming after" in ANSI.sub("", drawn.decode(errors="replace"))
+
+        await wait_until(resumed, WAIT_S)
+        # and the ticket can be stored again
         shutil.rmtree(squat)
         await asyncio.to_thread(watch.wait, WAIT_S)
         assert watch.stdout is not None
@@ -291,7 +300,9 @@ async def test_a_watched_order_draws_its_progress_on_a_terminal(
         if patient is not None:
             await asyncio.to_thread(patient.stop)
         await asyncio.to_thread(ctl_stack.start_renderer)
-    # Then the bar ends at 5/5 after 4/5, never moving back, and the order completed
+    # Then the watch went on through the notifier's restart (from the last
+    # message it had: after=<its id>), the bar ended at 5/5 after 4/5, never
+    # moving back, and the order completed
     assert counts() == sorted(counts()), counts()
     result = orjson.loads(out)
     assert (result["status"], result["rendered"], result["failed"]) == ("completed", 5, 0), result

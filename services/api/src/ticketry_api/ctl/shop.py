@@ -8,6 +8,7 @@ client, with a bearer token from ``--token`` or ``TICKETRY_TOKEN``; in dev mode
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Annotated, Any
 
 import httpx
@@ -17,6 +18,7 @@ import websockets
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from ticketry.auth import MAX_ID_CLAIM, ROLES, Role, issue_token
+from ticketry.backoff import backoff_ceiling
 from ticketry.settings import DEV_JWT_SECRET
 
 from ticketry_api.ctl.common import JsonOpt, console, err, fail, print_json, run, settings
@@ -140,12 +142,36 @@ def events_create(
         console.print(f"{ev['id']}  {ev['name']} at {ev['venue']}, {ev['starts_at']}, tiers: {tiers}", markup=False)
 
 
+# Close codes after which a new socket would be refused too (docs/contract.md, WebSocket).
+REFUSED = {4400: "a bad after=", 4401: "the token was refused", 4404: "no such order, or not yours"}
+RESUME_CAP_S = 5.0  # the longest pause between two tries to open the socket again
+_JITTER = random.SystemRandom()
+
+
+class ProgressRefused(Exception):
+    """The notifier will not show this order's progress (a close code of :data:`REFUSED`)."""
+
+
+def final_message(msg: dict[str, Any]) -> dict[str, Any] | None:
+    """The order's end, if ``msg`` tells it: its ``order.completed`` or
+    ``order.cancelled``, or a snapshot of an order already finished (a socket
+    opened, or opened again, after the end), as those events."""
+    if msg["type"] in ("order.completed", "order.cancelled"):
+        return msg
+    if msg["type"] == "snapshot" and msg.get("status") in ("completed", "cancelled"):
+        return {**msg, "type": f"order.{msg['status']}"}
+    return None
+
+
 async def watch_progress(progress_url: str, token: str, total: int, out: Console, timeout_s: float) -> dict[str, Any]:
     """Follow an order's progress socket from its start (``after=0-0``) with a
     progress bar until it completes or is cancelled; the last message. The
     snapshot counts what is done so far, and the replay after it carries each
-    event's own, older counts: the bar only ever moves forward."""
-    url = f"{progress_url}?token={token}&after=0-0"
+    event's own, older counts: the bar only ever moves forward. A socket that
+    closes before the end (a notifier restarted, Redis failing over) is opened
+    again with ``after=<last message id>``, with a growing pause: no event is
+    missed, one may come twice, and the counts (the order's own) count each
+    ticket once."""
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -153,20 +179,40 @@ async def watch_progress(progress_url: str, token: str, total: int, out: Console
         TextColumn("{task.fields[failed]} failed"),
         TimeElapsedColumn(),
     )
+    after, tries = "0-0", 0
     with Progress(*columns, console=out, transient=False) as bar:
         task = bar.add_task("rendering", total=total, failed=0)
         done = failed = 0
-        async with asyncio.timeout(timeout_s), websockets.connect(url, max_size=2**20) as ws:
+        async with asyncio.timeout(timeout_s):
             while True:
-                msg = orjson.loads(await ws.recv())
-                done, failed = max(done, msg["rendered"] + msg["failed"]), max(failed, msg["failed"])
-                bar.update(task, completed=done, failed=failed)
-                if msg["type"] == "order.completed":
-                    bar.update(task, description=completed_status(msg["rendered"], msg["failed"]))
-                    return dict(msg)
-                if msg["type"] == "order.cancelled":
+                code: int | None = None
+                why = "closed"
+                try:
+                    async with websockets.connect(f"{progress_url}?token={token}&after={after}", max_size=2**20) as ws:
+                        async for raw in ws:
+                            msg = orjson.loads(raw)
+                            tries, after = 0, msg.get("id") or after
+                            done, failed = max(done, msg["rendered"] + msg["failed"]), max(failed, msg["failed"])
+                            bar.update(task, completed=done, failed=failed)
+                            if (last := final_message(msg)) is not None:
+                                cancelled = last["type"] == "order.cancelled"
+                                status = "cancelled" if cancelled else completed_status(last["rendered"], last["failed"])
+                                bar.update(task, description=status)
+                                return last
+                        code = ws.close_code
+                except websockets.ConnectionClosed as exc:
+                    code = exc.rcvd.code if exc.rcvd is not None else None
+                except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
+                    why = type(exc).__name__
+                if code in REFUSED:
+                    raise ProgressRefused(f"closed {code}: {REFUSED[code]}")
+                if code == 1000:  # the order was cancelled (its snapshot said so first, unless it raced)
                     bar.update(task, description="cancelled")
-                    return dict(msg)
+                    return {"type": "order.cancelled", "rendered": done - failed, "failed": failed}
+                why = f"closed {code}" if code is not None else why
+                bar.console.print(f"progress socket lost ({why}); resuming after {after}", markup=False)
+                tries += 1  # equal jitter: a crowd of watchers does not come back at once
+                await asyncio.sleep(backoff_ceiling(tries, 0.25, RESUME_CAP_S) * (0.5 + _JITTER.random() / 2))
 
 
 @orders.command("place")
@@ -203,7 +249,7 @@ def orders_place(
         console.print(f"order {order['id']}: {quantity} × {tier}", markup=False)
     try:
         last = run(lambda: watch_progress(order["progress_url"], auth, quantity, err if json else console, timeout))
-    except (TimeoutError, OSError, websockets.WebSocketException) as exc:
+    except (TimeoutError, ProgressRefused) as exc:
         raise fail(f"lost the order's progress: {type(exc).__name__}: {exc}", 1) from None
     status = "cancelled" if last["type"] == "order.cancelled" else completed_status(last["rendered"], last["failed"])
     if json:
