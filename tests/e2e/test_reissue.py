@@ -96,9 +96,11 @@ async def test_a_reissued_ticket_revokes_its_old_code_and_its_new_pdf_admits_onc
         return codes if codes else None
 
     assert await eventually(revoked, "the old code in the revocations") == [old]
+    # Asked with that answer's as_of the code comes again (a cursor repeats the five minutes
+    # before it: a re-issue written late is not missed for good); the scanner keeps the union
     since = (await api.get(f"/v1/events/{event['id']}/revocations", headers=bearer(staff))).json()["as_of"]
     later = await api.get(f"/v1/events/{event['id']}/revocations", params={"since": since}, headers=bearer(staff))
-    assert later.status_code == 200 and later.json()["codes"] == [], later.text
+    assert later.status_code == 200 and [c["code"] for c in later.json()["codes"]] == [old], later.text
     # A cursor is any ISO 8601 instant: one before every record (even year 1, an
     # offset past datetime's range) lists them all, one far ahead none; a number is refused
     url = f"/v1/events/{event['id']}/revocations"

@@ -1,14 +1,15 @@
-"""A door's tickets, page by page (``ticketry_api.core.door``, ``store.orders.door_query``): plain data, no server."""
+"""A door's tickets, page by page (``ticketry_api.core.door``, ``store.orders.door_query``), and the
+revoked codes a ``since`` asks for: plain data, no server."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from ticketry.ids import ticket_id
 from ticketry_api.core import cursors
-from ticketry_api.core.door import Position, door_status, expand, parse_position
+from ticketry_api.core.door import REVOKED_OVERLAP, Position, door_status, expand, parse_position, revoked_since
 from ticketry_api.core.problem import Problem
 from ticketry_api.store.orders import door_query
 
@@ -76,3 +77,20 @@ def test_a_list_reads_its_events_placed_orders_of_its_tiers_from_the_position_on
     assert door_query(event, ["vip"], B) == {
         "event_id": event, "status": {"$ne": "abandoned"}, "tier": {"$in": ["vip"]}, "_id": {"$gte": B},
     }  # fmt: skip
+
+
+def test_a_code_stamped_before_the_last_answer_but_written_after_it_comes_with_the_next() -> None:
+    # Given the last answer read at as_of, and codes stamped (naive UTC, as the store keeps them)
+    as_of = datetime(2027, 6, 1, 20, 0, tzinfo=UTC)
+    naive = as_of.replace(tzinfo=None)
+    late = ("late", naive - timedelta(seconds=2))  # stamped before as_of, written after that read
+    skewed = ("skewed", naive - REVOKED_OVERLAP + timedelta(seconds=1))  # a host whose clock runs behind
+    old = ("old", naive - REVOKED_OVERLAP - timedelta(seconds=1))  # long in every answer since
+    new = ("new", naive + timedelta(seconds=5))
+    codes = [old, skewed, late, new]
+    # Then asking with as_of gives every code of the overlap before it and all after it, not the old one
+    assert revoked_since(codes, as_of) == [skewed, late, new]
+    # without since all of them; with a cursor at datetime's ends all or none (no overflow)
+    assert revoked_since(codes, None) == codes
+    assert revoked_since(codes, datetime.min.replace(tzinfo=UTC)) == codes
+    assert revoked_since(codes, datetime.max.replace(tzinfo=UTC)) == []

@@ -1,12 +1,13 @@
 """A door's tickets, page by page: positions in a list of a check-in list's
 tickets, expanding orders into one page, and a ticket's status at the door
-(``ticketry_api.door_tickets`` reads the orders and admissions)."""
+(``ticketry_api.door_tickets`` reads the orders and admissions); which
+revoked codes an offline scanner's ``since`` asks for."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from ticketry.ids import MAX_TICKETS_PER_ORDER, is_valid_id, ticket_id
@@ -17,6 +18,13 @@ DEFAULT_LIMIT = 1000
 MAX_LIMIT = 2000
 
 DoorStatus = Literal["valid", "cancelled", "checked_in"]
+
+# A revoked code's time is stamped by the api that re-issued, before its store
+# write: a code whose write lands after an answer was read, or whose api's
+# clock runs behind the answering one's, has a time before that answer's
+# ``as_of``. Codes this much older than ``since`` come again, so none is
+# missed for good; the scanner keeps the union.
+REVOKED_OVERLAP = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -84,3 +92,13 @@ def door_status(ticket: DoorTicket, admitted_at: datetime | None) -> DoorStatus:
     if ticket.cancelled:
         return "cancelled"
     return "checked_in" if admitted_at is not None else "valid"
+
+
+def revoked_since(codes: Iterable[tuple[str, datetime]], since: datetime | None) -> list[tuple[str, datetime]]:
+    """The ``(code, revoked_at)`` a scanner asking with ``since`` (an earlier
+    answer's ``as_of``) gets: all without it, else those revoked from
+    :data:`REVOKED_OVERLAP` before it on. The store's times are UTC without a zone."""
+    if since is None:
+        return list(codes)
+    start = since - REVOKED_OVERLAP if since > datetime.min.replace(tzinfo=UTC) + REVOKED_OVERLAP else since
+    return [(c, at) for c, at in codes if at.replace(tzinfo=UTC) >= start]

@@ -7,7 +7,7 @@ holder's name and tier, shown when the scanner is offline."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -85,14 +85,12 @@ async def revocations(
     event_id: str, who: Door, state: State, since: Annotated[Since | None, Query()] = None
 ) -> RevocationsOut:
     """The event's cancelled orders and the codes its tickets' re-issues
-    replaced (those since ``since``), for scanners that judge codes offline;
-    up to ten seconds old."""
+    replaced (with ``since``: those revoked since it, and those of the five
+    minutes before it, which a late write may have kept from the earlier
+    answer), for scanners that judge codes offline; up to ten seconds old."""
     event = await _door_event(state, event_id, who)
     orders, codes, as_of = await state.store.revocations.of(event.id)
-    # The store's times are UTC without a zone; Since is UTC with one.
-    fresh = [
-        RevokedCodeOut(code=c, revoked_at=at) for c, at in codes if since is None or at.replace(tzinfo=UTC) >= since
-    ]
+    fresh = [RevokedCodeOut(code=c, revoked_at=at) for c, at in door.revoked_since(codes, since)]
     return RevocationsOut(event_id=event.id, orders=orders, codes=fresh, as_of=as_of)
 
 
