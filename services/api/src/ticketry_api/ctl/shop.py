@@ -163,6 +163,11 @@ def final_message(msg: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def final_status(last: dict[str, Any]) -> str:
+    """The order's status as its last message (:func:`final_message`) tells it."""
+    return "cancelled" if last["type"] == "order.cancelled" else completed_status(last["rendered"], last["failed"])
+
+
 async def watch_progress(progress_url: str, token: str, total: int, out: Console, timeout_s: float) -> dict[str, Any]:
     """Follow an order's progress socket from its start (``after=0-0``) with a
     progress bar until it completes or is cancelled; the last message. The
@@ -195,9 +200,7 @@ async def watch_progress(progress_url: str, token: str, total: int, out: Console
                             done, failed = max(done, msg["rendered"] + msg["failed"]), max(failed, msg["failed"])
                             bar.update(task, completed=done, failed=failed)
                             if (last := final_message(msg)) is not None:
-                                cancelled = last["type"] == "order.cancelled"
-                                status = "cancelled" if cancelled else completed_status(last["rendered"], last["failed"])
-                                bar.update(task, description=status)
+                                bar.update(task, description=final_status(last))
                                 return last
                         code = ws.close_code
                 except websockets.ConnectionClosed as exc:
@@ -251,7 +254,7 @@ def orders_place(
         last = run(lambda: watch_progress(order["progress_url"], auth, quantity, err if json else console, timeout))
     except (TimeoutError, ProgressRefused) as exc:
         raise fail(f"lost the order's progress: {type(exc).__name__}: {exc}", 1) from None
-    status = "cancelled" if last["type"] == "order.cancelled" else completed_status(last["rendered"], last["failed"])
+    status = final_status(last)
     if json:
         print_json({**order, "status": status, "rendered": last["rendered"], "failed": last["failed"]})
     else:
