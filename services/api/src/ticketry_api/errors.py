@@ -5,7 +5,6 @@ is down, and of FastAPI's own refusals."""
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,6 +14,7 @@ from pymongo.errors import ConnectionFailure
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from ticketry.storage import StorageUnavailable
 
 from ticketry_api.core.problem import PROBLEM_BASE, Problem
@@ -77,14 +77,17 @@ def unavailable(what: str) -> JSONResponse:
     )
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
 def allowed_methods(request: Request) -> str:
-    """Every method the request's path is served with (a 405's ``Allow``), from
-    the OpenAPI document: Starlette names only the first route at the path."""
-    methods: set[str] = set()
-    for template, ops in request.app.openapi().get("paths", {}).items():
-        if re.fullmatch(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)), request.url.path):
-            methods |= {m.upper() for m in ops}
-    return ", ".join(sorted(methods))
+    """Every method the request's path is served with (a 405's ``Allow``): each
+    method put to the app's routes as they match a request (Starlette names
+    only the first route at the path; the pages, the scanner and /metrics are
+    in no OpenAPI document)."""
+    routes = request.app.router.routes
+    allowed = (m for m in _METHODS if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes))
+    return ", ".join(allowed)
 
 
 def install(app: FastAPI) -> None:
