@@ -61,7 +61,7 @@ EXAMPLES: dict[str, Any] = {
         "doors_at": "2027-06-01T19:00:00+02:00", "capacity": 500, "price": "25.00", "currency": "EUR",
         "timezone": "Europe/Berlin",
     },
-    "TierIn": {"id": "vip", "name": "VIP", "price": "80.00", "capacity": 50, "lane": "priority", "max_per_buyer": 4},
+    "TierIn": {"id": "vip", "name": "VIP", "price": "80.00", "capacity": 50, "lane": "vip", "max_per_buyer": 4},
     "EventOut": _EVENT_OUT,
     "TierOut": _TIER_OUT,
     "Page_EventOut_": {"items": [_EVENT_OUT], "next": None},
