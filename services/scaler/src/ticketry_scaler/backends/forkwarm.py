@@ -1,15 +1,15 @@
 """Imported last by the fork server (``prefork``), after the renderer's module:
 the start-up work every forked renderer would otherwise repeat.
 
-A forked renderer spent 0.28 s of CPU before its first heartbeat (measured with
-cProfile), nearly all of it here: importing the event loop and anyio's asyncio
-backend that FastStream loads when it starts, and the full garbage collection
-that ``ticketry.runtime.freeze_startup_heap`` runs over the whole heap the
-server had imported (0.4 s of wall time under load). Done once in the server,
-with the heap then moved to the permanent generation (``gc.freeze``, as the
-``gc`` docs advise right before forking without exec), a child's own collection
-only looks at what it allocated itself, and its pages of the server's objects
-stay shared.
+Without it, nearly all of a forked renderer's CPU before its first heartbeat
+(0.28 s by cProfile) goes to two things: importing the event loop and anyio's
+asyncio backend, which FastStream loads when it starts, and the full garbage
+collection that ``ticketry.runtime.freeze_startup_heap`` runs over the whole
+heap the server had imported (0.4 s of wall time under load). So the server
+does both once: it imports those modules, then collects and moves its heap to
+the permanent generation (``gc.freeze``, as the ``gc`` docs advise right before
+forking without exec). A child's own collection then only looks at what it
+allocated itself, and its pages of the server's objects stay shared.
 """
 
 from __future__ import annotations
