@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.db import connect_redis
 from ticketry_devstack.procs import Stack, tool
+from websockets.asyncio.client import ClientConnection
 
 from tests.helpers import eventually
 
@@ -95,36 +96,68 @@ def pdfs(stack: Stack, order_id: str) -> list[Path]:
 
 class ProgressWatcher:
     """One buyer's WebSocket for an order, kept open across drops by resuming with
-    ``?after=<last id>`` (as a real client does); records every message."""
+    ``?after=<last id>`` (as a real client does); records every message. With
+    ``linger``, the socket stays open after the order completed (as the buyer's
+    page keeps it) until ``linger`` is set, resumed if it drops meanwhile."""
 
-    def __init__(self, progress_url: str, token: str, after: str | None = "0-0") -> None:
+    def __init__(
+        self, progress_url: str, token: str, after: str | None = "0-0", linger: asyncio.Event | None = None
+    ) -> None:
         self.after = after
         self.url = progress_url
         self.token = token
+        self.linger = linger
         self.messages: list[dict[str, Any]] = []
         self.reconnects = 0
+        self.opened = asyncio.Event()  # its first snapshot arrived
+        self.connected = False  # a socket is open now
         self.done = asyncio.Event()
+
+    def _finished(self) -> bool:
+        return self.done.is_set() and (self.linger is None or self.linger.is_set())
 
     async def run(self, timeout_s: float) -> None:
         last = self.after
         deadline = time.monotonic() + timeout_s
-        while not self.done.is_set() and time.monotonic() < deadline:
+        while not self._finished() and time.monotonic() < deadline:
             url = f"{self.url}?token={self.token}" + (f"&after={last}" if last else "")
             try:
                 async with websockets.connect(url, max_size=2**22) as ws:
-                    while True:
+                    self.connected = True
+                    while not self.done.is_set():
                         msg = orjson.loads(await ws.recv())
                         if msg["type"] == "snapshot":
+                            self.opened.set()
                             last = last or msg["id"]
                             continue
                         self.messages.append(msg)
                         last = msg["id"]
                         if msg["type"] == "order.completed":
                             self.done.set()
-                            return
+                    await self._hold(ws)
             except (OSError, websockets.ConnectionClosed, websockets.InvalidStatus):
                 self.reconnects += 1
                 await asyncio.sleep(0.5)
+            finally:
+                self.connected = False
+
+    async def _hold(self, ws: ClientConnection) -> None:
+        """Keep the socket of a completed order open until ``linger`` is set
+        (what still comes is read and dropped; a drop raises, and is resumed)."""
+        if self.linger is None:
+            return
+        released = asyncio.create_task(self.linger.wait())
+        try:
+            while not released.done():
+                reading = asyncio.create_task(ws.recv())
+                await asyncio.wait({released, reading}, return_when=asyncio.FIRST_COMPLETED)
+                if reading.done():
+                    reading.result()  # a message (dropped), or the drop
+                else:
+                    reading.cancel()
+                    await asyncio.gather(reading, return_exceptions=True)
+        finally:
+            released.cancel()
 
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [m for m in self.messages if m["type"] == kind]

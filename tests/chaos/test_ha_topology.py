@@ -19,15 +19,18 @@ The on-sale: :data:`CLIENTS` clients ordering at :data:`RATE` orders/s in all,
 each order its own buyer and Idempotency-Key, retried with the same key on an
 answer of unknown effect (503 + Retry-After, 409 "order in progress", no
 answer); one order of :data:`BIG` tickets rendering through the disruption;
-:data:`SOCKETS` progress sockets through the load balancer (10 on the big
-order, the rest on the orders accepted from just before the disruption on),
-each resuming with ``after=`` when closed.
+:data:`SOCKETS` progress sockets open through the load balancer when the part
+is lost (10 on the big order, :data:`PER_ORDER` on each order accepted
+before; each stays open after its order completed, as a buyer's page does),
+and one on each order accepted afterwards; each resumes with ``after=`` when
+closed.
 
 After each scenario: every 202 completes; exactly the accepted orders' PDFs
 are in the S3 bucket, one per ticket; nothing sold past a tier's capacity;
 the store holds exactly one order per accepted Idempotency-Key and no other;
 every socket saw its order's completion, each ticket counted once; no 5xx but
-503 with Retry-After; and the recorded history is linearizable for the
+503 with Retry-After; where the Redis primary was lost, an order accepted
+within :data:`FAILOVER_BOUND_S` of the kill; and the recorded history is linearizable for the
 porcupine checker (.bin/linearize) — or, where it is not, the refusals it
 finds unjustified are explained by tickets a cut-off order held until the
 outbox sweep gave them back (``_explained_by_holds``). The figures are printed
@@ -67,7 +70,10 @@ CLIENTS = 5
 RATE = 20.0  # orders/s from all clients together (each waits for its answers: less during a failover)
 BIG = 5000  # tickets of the order rendering through the disruption
 BIG_SOCKETS = 10  # of SOCKETS, on the big order (a buyer may hold 16)
-SOCKETS = 300
+SOCKETS = 300  # open when the part is lost: each stays open after its order completed, as a buyer's page does
+PER_ORDER = 15  # sockets on each order accepted before (a buyer may hold 16)
+LATER_SOCKETS = 200  # at most, one on each order accepted after the disruption
+FAILOVER_BOUND_S = 15.0  # losing the Redis primary: the first order accepted within this of the kill
 SCARCE = 30  # a second event's capacity: it sells out, so refusals are checked too
 BEFORE = 15  # orders accepted before the disruption
 AFTER = 15  # and after it (then the part is restored), and after the restore
@@ -161,6 +167,9 @@ class OnSale:
     no_answer: int = 0
     watchers: list[tuple[ProgressWatcher, dict[str, Any]]] = field(default_factory=list)
     watching: list[asyncio.Task[None]] = field(default_factory=list)
+    linger: asyncio.Event = field(default_factory=asyncio.Event)  # set: the sockets of completed orders close
+    open_at_disruption: int = 0
+    slowest_answer_s: float = 0.0  # the longest wait for an answer (transport errors aside)
     disrupted_at: float | None = None
     first_after: float | None = None
     accepted_after: int = 0
@@ -170,10 +179,14 @@ class OnSale:
     def reached(self, what: str) -> None:
         self.phases.append((what, time.monotonic()))
 
-    def watch(self, order: dict[str, Any], buyer: str) -> None:
-        watcher = ProgressWatcher(order["progress_url"], buyer)
-        self.watchers.append((watcher, order))
-        self.watching.append(asyncio.create_task(watcher.run(timeout_s=600)))
+    def watch(self, order: dict[str, Any], buyer: str, sockets: int = 1) -> None:
+        for _ in range(sockets):
+            watcher = ProgressWatcher(order["progress_url"], buyer, linger=self.linger)
+            self.watchers.append((watcher, order))
+            self.watching.append(asyncio.create_task(watcher.run(timeout_s=900)))
+
+    async def sockets_open(self) -> bool:
+        return len(self.watchers) >= SOCKETS and all(w.opened.is_set() for w, _ in self.watchers)
 
     async def order(self, client: int, event_id: str, quantity: int) -> None:
         """One order as a careful buyer places it: one Idempotency-Key, the same
@@ -196,6 +209,7 @@ class OnSale:
                     await asyncio.sleep(0.5)
                     continue
                 self.statuses.append(r.status_code)
+                self.slowest_answer_s = max(self.slowest_answer_s, time.monotonic() - sent)
                 if r.status_code >= 500 and not (r.status_code == 503 and "retry-after" in r.headers):
                     self.bad.append(f"{key}: {r.status_code} {r.headers} {r.text[:200]}")
                 status = reserve_status(r)
@@ -213,7 +227,9 @@ class OnSale:
                 self.accepted_after += 1
                 if self.first_after is None:
                     self.first_after = time.monotonic() - self.disrupted_at
-            if len(self.watchers) < SOCKETS and (self.disrupted_at is not None or len(self.accepted) > BEFORE - 5):
+            if self.disrupted_at is None and len(self.watchers) < SOCKETS:
+                self.watch(got, buyer, min(PER_ORDER, SOCKETS - len(self.watchers)))
+            elif self.disrupted_at is not None and len(self.watchers) < SOCKETS + LATER_SOCKETS:
                 self.watch(got, buyer)
         elif status == "sold_out":
             self.refused.append(key)
@@ -295,11 +311,13 @@ async def _explained_by_holds(
 
 async def on_sale(
     topo: Topology, name: str, disrupt: Callable[[], Awaitable[str]], restore: Callable[[], Awaitable[None]],
-    tmp_path: Path,
+    tmp_path: Path, *, primary_lost: bool = False,
 ) -> None:  # fmt: skip
     """Run an on-sale; ``disrupt`` (what it did, for the figures) once it is
-    under way and the big order renders; ``restore`` once orders were accepted
-    after it; then check everything the buyers were told."""
+    under way, the big order renders and the sockets are open; ``restore``
+    once orders were accepted after it; then check everything the buyers were
+    told (and, when the disruption loses the Redis primary, that an order was
+    accepted within ``FAILOVER_BOUND_S`` of it)."""
     ha = topo.ha
     began = time.monotonic()
     await whole(ha)
@@ -338,7 +356,9 @@ async def on_sale(
                 return any(w.of_type("ticket.rendered") for w, o in sale.watchers if o is big)
 
             await eventually(big_renders, "the big order rendering", timeout_s=240)
+            await eventually(sale.sockets_open, f"{SOCKETS} progress sockets open", timeout_s=240)
             sale.reached("under way")
+            sale.open_at_disruption = sum(w.connected for w, _ in sale.watchers)
 
             # When the part is lost
             sale.disrupted_at = time.monotonic()
@@ -347,7 +367,7 @@ async def on_sale(
 
             # Then orders are accepted again without it, and after it is restored
             async def after(n: int) -> bool:
-                return sale.accepted_after >= n and len(sale.watchers) >= SOCKETS
+                return sale.accepted_after >= n
 
             await eventually(lambda: after(AFTER), f"orders accepted after: {what}", timeout_s=300)
             sale.reached("accepted after")
@@ -389,7 +409,8 @@ async def on_sale(
             pdf_keys = {k for k in keys if k.endswith(".pdf")}
             want = {f"{oid}/{t}.pdf" for oid, tickets in topo.orders.items() for t in tickets}
             assert pdf_keys == want, (sorted(pdf_keys - want)[:5], sorted(want - pdf_keys)[:5])
-            # … every socket saw its order complete, each ticket counted once
+            # … every socket saw its order complete, each ticket counted once (then they close)
+            sale.linger.set()
             await asyncio.wait_for(asyncio.gather(*sale.watching), 600)
             sale.reached("sockets done")
             for watcher, order in sale.watchers:
@@ -403,6 +424,8 @@ async def on_sale(
             if verdict.code != 0:
                 verdict = await _explained_by_holds(sale, mongo, verdict, tmp_path / f"{name}-holds.jsonl")
             assert verdict.code == 0, verdict
+            if primary_lost:  # the acceptance's bound (Sentinel's down-after is 3 s of it)
+                assert sale.first_after is not None and sale.first_after <= FAILOVER_BOUND_S, sale.first_after
             sale.reached("checked")
         finally:
             stop.set()
@@ -418,7 +441,8 @@ async def on_sale(
         f"\n[{name}] {what}: disruption -> first 202 {first}; orders {len(sale.accepted)} "
         f"({sale.accepted_after} sent after the disruption, {len(sale.refused)} sold out); "
         f"tickets {sum(o['quantity'] for o in sale.accepted.values())} (big order {BIG}); "
-        f"sockets {len(sale.watchers)} ({reconnects} reconnects); answers {answers}, {sale.no_answer} without one; "
+        f"sockets {len(sale.watchers)} ({sale.open_at_disruption} open at the disruption, {reconnects} reconnects); "
+        f"answers {answers}, {sale.no_answer} without one, the slowest after {sale.slowest_answer_s:.1f} s; "
         f"history {len(sale.history.ops)} ops: {verdict.line}; "
         + ", ".join(f"{what} +{at - began:.0f} s" for what, at in sale.phases)
     )
@@ -510,7 +534,7 @@ async def test_every_process_of_host_a_killed_at_once(topology: Topology, tmp_pa
             await _restart(ha, "a", name)
         await asyncio.to_thread(ha.start, "a", ha.service("a", "scaler"))
 
-    await on_sale(topology, "a-killed", kill_a, restart_a, tmp_path)
+    await on_sale(topology, "a-killed", kill_a, restart_a, tmp_path, primary_lost=True)
 
 
 async def test_the_redis_primary_killed_then_back_as_a_replica(topology: Topology, tmp_path: Path) -> None:
@@ -529,7 +553,7 @@ async def test_the_redis_primary_killed_then_back_as_a_replica(topology: Topolog
         await eventually(promoted, "a replica promoted", timeout_s=120)
         await asyncio.to_thread(ha.restart_redis, host)
 
-    await on_sale(topology, "primary-kill", kill_primary, restart, tmp_path)
+    await on_sale(topology, "primary-kill", kill_primary, restart, tmp_path, primary_lost=True)
 
     # And the old primary is a replica of the new one
     client = redis.Redis.from_url(f"redis://{old}/0", socket_timeout=5)
