@@ -363,6 +363,8 @@ async def on_sale(
             # When the part is lost
             sale.disrupted_at = time.monotonic()
             what = await disrupt()
+            if primary_lost:  # timed from the kill done: an order sent as it began may have met the old primary
+                sale.disrupted_at, sale.first_after, sale.accepted_after = time.monotonic(), None, 0
             sale.reached("disrupted")
 
             # Then orders are accepted again without it, and after it is restored
