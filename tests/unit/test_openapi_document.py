@@ -233,3 +233,76 @@ def test_every_operation_id_is_its_route_functions_name() -> None:
     ids = [op["operationId"] for ops in DOC["paths"].values() for m, op in ops.items() if m in _METHODS]
     assert len(ids) == len(set(ids))
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*", i) and "_v1_" not in i for i in ids), ids
+
+
+def _field_schema(schema: dict[str, Any], pointer: str) -> dict[str, Any] | None:
+    """The schema of ``pointer`` (``/tickets/0/id``) inside ``schema``, None where it names nothing."""
+    for part in [p for p in pointer.split("/") if p]:
+        schema = _resolved(schema)
+        options = schema.get("anyOf") or schema.get("oneOf") or [schema]
+        found = None
+        for option in (_resolved(o) for o in options):
+            if part.isdigit() and "items" in option:
+                found = option["items"]
+            elif part in option.get("properties", {}):
+                found = option["properties"][part]
+            if found is not None:
+                break
+        if found is None:
+            return None
+        schema = found
+    return _resolved(schema)
+
+
+def _links() -> Iterator[tuple[str, str, dict[str, Any], str, dict[str, Any]]]:
+    """(source operationId, status, source operation, link name, link) of every link."""
+    for _, _, op in _operations():
+        for status, response in op["responses"].items():
+            for name, link in response.get("links", {}).items():
+                yield op["operationId"], status, op, name, link
+
+
+def test_links_walk_from_an_event_to_every_step_of_a_sale() -> None:
+    # Given the links as a graph of operations
+    edges: dict[str, set[str]] = {}
+    for source, _, _, _, link in _links():
+        edges.setdefault(source, set()).add(link["operationId"])
+    reached, todo = {"create_event"}, ["create_event"]
+    while todo:
+        for target in edges.get(todo.pop(), set()) - reached:
+            reached.add(target)
+            todo.append(target)
+    # Then from creating an event a client reaches each step without guessing an id
+    sale = {
+        "create_order", "get_order", "order_tickets", "get_ticket_pdf", "get_ticket_pkpass", "reissue_ticket",
+        "order_pdf", "create_checkin_list", "check_in", "checkin_list_status", "cancel_order", "create_webhook",
+        "delete_webhook", "create_device", "pair_device", "device_token", "revoke_device", "revocations",
+    }  # fmt: skip
+    assert sale - reached == set()
+
+
+def test_every_link_fills_its_targets_parameters_from_fields_that_exist() -> None:
+    ops = {op["operationId"]: (path, op) for _, path, op in _operations()}
+    links = list(_links())
+    assert len(links) > 40
+    wrong = []
+    for source, status, op, name, link in links:
+        path, target = ops[link["operationId"]]
+        # every path parameter of the target, and nothing else
+        wanted = {p["name"] for p in target.get("parameters", []) if p["in"] == "path"}
+        if set(link["parameters"]) != wanted:
+            wrong.append(f"{source} {status} {name}: parameters {sorted(link['parameters'])} for {path}")
+        body = target.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+        for field in link.get("requestBody", {}):
+            if _field_schema(body, field) is None:
+                wrong.append(f"{source} {status} {name}: no body field {field} in {link['operationId']}")
+        answer = op["responses"][status].get("content", {}).get("application/json", {}).get("schema", {})
+        source_params = {p["name"] for p in op.get("parameters", []) if p["in"] == "path"}
+        for expression in [*link["parameters"].values(), *link.get("requestBody", {}).values()]:
+            if expression.startswith("$response.body#"):
+                ok = _field_schema(answer, expression.removeprefix("$response.body#")) is not None
+            else:
+                ok = expression.removeprefix("$request.path.") in source_params
+            if not ok:
+                wrong.append(f"{source} {status} {name}: {expression} names nothing")
+    assert wrong == []
