@@ -20,6 +20,7 @@ import httpx
 import pytest
 from playwright.async_api import Dialog, Page, expect
 from ticketry import streams
+from ticketry.messages import ScalerDecisionEntry
 from ticketry.replies import as_text
 from ticketry_devstack.procs import Stack
 
@@ -124,6 +125,10 @@ async def test_console_shows_lag_throughput_and_a_poison_message_and_redrives_it
         chart = page.get_by_test_id("ops-throughput")
         await expect(chart.locator("canvas")).to_have_count(1)
         await expect(chart).not_to_have_attribute("data-peak", "0")
+        # ... and, for an order placed now, orders accepted per second
+        more = await place_order(oapi, buyer, order["event_id"], 1)
+        assert more.status_code == 202, more.text
+        await expect(chart).not_to_have_attribute("data-orders-peak", "0")
         # ... and the first-ticket latency of the order (it waited for a renderer: some time, not hours)
         latency = page.get_by_test_id("ops-latency")
         await expect(latency).not_to_have_attribute("data-p50", "")
@@ -159,6 +164,22 @@ async def test_console_shows_lag_throughput_and_a_poison_message_and_redrives_it
         # Then it shows as text: no image made of it, no script run
         xss = page.locator(f"[data-testid=ops-deadletter][data-id='{xss_id}']")
         await expect(xss.get_by_test_id("ops-reason")).to_have_text(XSS)
+        # When the scaler decides (its entry as the leader writes it; no scaler runs here), with a markup reason
+        decision = {
+            "reason": XSS, "lag": "40", "pending": "2", "rate": "90.5", "running": "1", "live": "1",
+            "from": "1", "to": "3", "recommended": "3", "drain_s": "0.4", "backend": "local", "instance": "ops-test",
+            "ts": "1700000000",
+        }  # fmt: skip
+        ScalerDecisionEntry.model_validate(decision)  # the entry the catalogue describes
+        redis = redis_of(ops_stack)
+        try:
+            await redis.xadd(streams.SCALER_DECISIONS, decision)  # type: ignore[arg-type]
+        finally:
+            await redis.aclose()
+        # Then the page shows what it wants beside the renderers live, and the decision with its reason as text
+        await expect(page.get_by_test_id("ops-scaler")).to_have_attribute("data-desired", "3")
+        await expect(page.get_by_test_id("ops-scaler")).to_contain_text("desired 3, live 1")
+        await expect(page.get_by_test_id("ops-decision").first).to_contain_text(f"1 → 3 ({XSS}")
         assert await page.locator("#dead img").count() == 0
         assert alerts == [] and errors == [], (alerts, errors)
         await xss.get_by_test_id("ops-delete").click()

@@ -76,6 +76,11 @@ the ``PROGRESS_*`` constants)
     the grace is the outbox sweep's work (see ``ticketry_api.orders``). Whoever
     removes the member of an order that will not exist gives back its ``held``
     count in the same script, so that happens once.
+``ticketry:orders:accepted`` (integer)
+    Orders enqueued (their render requests appended), counted by the same
+    MULTI/EXEC that removes their outbox entry: the console's orders per
+    second. An order the outbox sweep finishes while its slow request does
+    too may count twice.
 ``ticketry:reissues:in-flight`` (sorted set: ``<ticket id>@<version>``, score ms)
     The re-issues' outbox: added before a re-issue's insert, removed once its
     render request is on the fast lane; what stays past the grace, the outbox
@@ -230,6 +235,7 @@ def sortable_stream_id(entry_id: str) -> str:
 
 
 ORDERS_IN_FLIGHT: Final = "ticketry:orders:in-flight"
+ORDERS_ACCEPTED: Final = "ticketry:orders:accepted"
 REISSUES_IN_FLIGHT: Final = "ticketry:reissues:in-flight"
 SCALER_LEADER: Final = "ticketry:scaler:leader"
 SCALER_FENCE: Final = "ticketry:scaler:fence"

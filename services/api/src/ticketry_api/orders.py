@@ -322,6 +322,7 @@ async def enqueue(redis: Redis, keyring: Keyring, order: Order, event: Event) ->
             req = ticket_request(keyring, event, order.tier, order.id, n, order.quantity, order.holder_of(n), price)
             pipe.xadd(stream, req.to_fields())  # type: ignore[arg-type]
         pipe.zrem(streams.ORDERS_IN_FLIGHT, member_of(order))
+        pipe.incr(streams.ORDERS_ACCEPTED)  # the console's orders/s
         if order.idempotency_key is not None:
             key = streams.idempotency(order.owner_id, order.idempotency_key)
             pipe.set(key, order.id, ex=streams.IDEMPOTENCY_TTL_S)

@@ -36,6 +36,8 @@ def render(s: dict[str, Any]) -> Group:
     summary = Table.grid(padding=(0, 2))
     summary.add_row("render backlog", f"lag {s['lag']}, pending {s['pending']}")
     summary.add_row("scaler leader", f"{sc['leader']} (token {sc['token']})" if sc["leader"] else "none")
+    desired = "no decision yet" if sc.get("desired") is None else str(sc["desired"])
+    summary.add_row("renderers desired / live", f"{desired} / {len(s['renderers'])}")
     summary.add_row(
         "outbox", f"{ob['in_flight']} in flight" + (f", oldest {ob['oldest_age_s']:.1f} s" if ob["in_flight"] else "")
     )

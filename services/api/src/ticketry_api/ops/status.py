@@ -114,6 +114,9 @@ async def collect(redis: Redis) -> dict[str, Any]:
         holder, _, token = as_text(leader_raw).rpartition("|")
         leader = {"leader": holder, "token": int(token) if token.isdigit() else None,
                   "ttl_ms": int(await redis.pttl(streams.SCALER_LEADER))}  # fmt: skip
+    # What the scaler wants: the replicas its newest decision set (None before any).
+    newest = await scaler_decisions(redis, 1)
+    leader["desired"] = int(newest[0]["to"]) if newest and newest[0].get("to", "").isdigit() else None
     oldest: list[Any] = await redis.zrange(streams.ORDERS_IN_FLIGHT, 0, 0, withscores=True)
     now_ms = time.time() * 1000
     return {
@@ -184,6 +187,7 @@ async def console(redis: Redis) -> dict[str, Any]:
             g |= await group_detail(redis, name, group)
     s["scaler_decisions"] = await scaler_decisions(redis)
     s["counters"] = {
+        "orders_accepted": int(await redis.get(streams.ORDERS_ACCEPTED) or 0),
         "tickets_ordered": sum([await added(redis, lane) for lane in streams.RENDER_LANES]),
         "tickets_rendered": sum(r["rendered"] for r in s["renderers"]),
     }

@@ -79,7 +79,10 @@
     $("capacity").textContent = s.renderers.length + " renderer(s), capacity " + (s.capacity || 0).toFixed(1) +
       " tickets/s; render backlog: lag " + s.lag + ", pending " + s.pending;
     const sc = s.scaler;
-    $("scaler").textContent = sc.leader ? "leader " + sc.leader + " (token " + sc.token + ")" : "no scaler leader";
+    $("scaler").textContent = (sc.leader ? "leader " + sc.leader + " (token " + sc.token + ")" : "no scaler leader") +
+      "; renderers desired " + (sc.desired === null || sc.desired === undefined ? "–" : sc.desired) +
+      ", live " + s.renderers.length;
+    $("scaler").dataset.desired = sc.desired === null || sc.desired === undefined ? "" : String(sc.desired);
     $("decisions").replaceChildren(...(s.scaler_decisions || []).map((d) => el("li",
       new Date(Number(d.ts) * 1000).toLocaleTimeString() + ": " + d.from + " → " + d.to + " (" + d.reason +
       "; lag " + d.lag + ", pending " + d.pending + ", live " + d.live + ")",
@@ -87,15 +90,16 @@
   }
 
   // --- throughput chart (kept here, from the feed's rates) ---------------------------
-  const points = [[], [], [], [], []]; // unix seconds, rendered/s, ordered/s, first ticket p50 and p99 (ms)
+  const points = [[], [], [], [], []]; // unix seconds, tickets rendered/s, orders accepted/s, first ticket p50 and p99 (ms)
   let chart = null;
   let peak = 0; // the most tickets rendered per second seen
+  let ordersPeak = 0; // the most orders accepted per second seen
   function chartWidth() { return Math.max($("chart").clientWidth, 280); }
   function showThroughput(s) {
     const now = Date.now() / 1000;
     points[0].push(now);
     points[1].push(s.rates.tickets_rendered);
-    points[2].push(s.rates.tickets_ordered);
+    points[2].push(s.rates.orders_accepted);
     const ft = s.first_ticket || {};
     points[3].push(ft.p50_ms === undefined ? null : ft.p50_ms);
     points[4].push(ft.p99_ms === undefined ? null : ft.p99_ms);
@@ -110,12 +114,14 @@
     $("chart").dataset.points = points[0].length;
     peak = Math.max(peak, s.rates.tickets_rendered);
     $("chart").dataset.peak = peak;
+    ordersPeak = Math.max(ordersPeak, s.rates.orders_accepted || 0);
+    $("chart").dataset.ordersPeak = ordersPeak;
     if (typeof uPlot === "undefined") return;
     if (chart === null) {
       chart = new uPlot({
         width: chartWidth(), height: 220,
         series: [{}, { label: "tickets rendered/s", stroke: "#0a6b2c", width: 2 },
-          { label: "tickets ordered/s", stroke: "#0b57d0", width: 2 },
+          { label: "orders accepted/s", stroke: "#0b57d0", width: 2 },
           { label: "first ticket p50 (ms)", stroke: "#8a5a00", width: 1, scale: "ms" },
           { label: "first ticket p99 (ms)", stroke: "#b3261e", width: 1, dash: [4, 4], scale: "ms" }],
         axes: [{}, { label: "per second" }, { scale: "ms", side: 1, label: "ms", grid: { show: false } }],
