@@ -129,6 +129,9 @@ async def test_console_shows_lag_throughput_and_a_poison_message_and_redrives_it
         more = await place_order(oapi, buyer, order["event_id"], 1)
         assert more.status_code == 202, more.text
         await expect(chart).not_to_have_attribute("data-orders-peak", "0")
+        # ... and once nothing is left to render, the chart's newest point is back at 0
+        await expect(row).to_have_attribute("data-lag", "0")
+        await expect(chart).to_have_attribute("data-last", "0")
         # ... and the first-ticket latency of the order (it waited for a renderer: some time, not hours)
         latency = page.get_by_test_id("ops-latency")
         await expect(latency).not_to_have_attribute("data-p50", "")

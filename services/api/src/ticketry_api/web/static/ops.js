@@ -114,6 +114,7 @@
     $("chart").dataset.points = points[0].length;
     peak = Math.max(peak, s.rates.tickets_rendered);
     $("chart").dataset.peak = peak;
+    $("chart").dataset.last = s.rates.tickets_rendered;
     ordersPeak = Math.max(ordersPeak, s.rates.orders_accepted || 0);
     $("chart").dataset.ordersPeak = ordersPeak;
     if (typeof uPlot === "undefined") return;
