@@ -3,7 +3,9 @@ hosts (network namespaces) with Redis primary + replica + Sentinels, two apis
 and two notifiers behind HAProxy, a scaler with renderers on two hosts, the
 store and the S3 object store on the third. An order placed through the load
 balancer completes, seen on its progress WebSocket through the load balancer,
-its buyer's page is served through it, both apis served requests, and SIGTERM
+its buyer's page is served through it and shows 100 % in Chromium, the
+operator's status names the renderers of both hosts through either api, both
+apis served requests, and SIGTERM
 leaves nothing behind: no process, no namespace, no bridge.
 
 The run honours the caller's environment like ``just up``: it is given a
@@ -20,11 +22,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.async_api import expect
 from ticketry.auth import issue_token
 from ticketry_devstack.haproxy import stats_csv
 from ticketry_devstack.hosts import can_make_hosts, netns_exists, netns_pids
 
 from tests.devstack_run import alive, lines, stop, up
+from tests.e2e.pages_support import browser
 from tests.helpers import collect_progress, create_event, eventually, place_order
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -90,9 +94,23 @@ async def test_up_ha_serves_an_order_through_the_load_balancer_and_stops_clean(t
             rendered = [m["ticket_id"] for m in msgs if m["type"] == "ticket.rendered"]
             assert sorted(set(rendered)) == sorted(order["tickets"])
             assert msgs[-1]["type"] == "order.completed" and msgs[-1]["rendered"] == 5, msgs[-1]
-            # … the buyer's page answers through it
+            # … the buyer's page answers through it, and in a browser shows the order at 100 %
             page = await api.get(order["status_page_url"].partition("#")[0].removeprefix(lb))
             assert page.status_code == 200 and page.headers["content-type"].startswith("text/html"), page.text[:200]
+            async with browser(tmp_path / "profile") as context:
+                tab = await context.new_page()
+                await tab.goto(order["status_page_url"])
+                await expect(tab.get_by_test_id("order-status")).to_have_text("completed")
+                await expect(tab.get_by_test_id("order-progress")).to_have_text("5 / 5")
+                await expect(tab.locator("a[data-testid=ticket-link]")).to_have_count(5)
+            # … and the operator's status through it, whichever api answers, has the renderers of both hosts
+            admin = issue_token("ha-admin", "admin", key=secret)
+            for _ in range(4):
+                async with httpx.AsyncClient(base_url=lb, timeout=60) as fresh:
+                    got = await fresh.get("/v1/ops/status", headers={"Authorization": f"Bearer {admin}"})
+                assert got.status_code == 200, got.text[:200]
+                scalers = {r["consumer"].rpartition("-r")[0] for r in got.json()["renderers"]}
+                assert len(scalers) == 2, got.json()["renderers"]
             # … and a PDF, written by a renderer on a or b into the shared S3 store, is served by the apis
             pdf = await api.get(f"/v1/tickets/{order['tickets'][0]}/pdf", headers={"Authorization": f"Bearer {buyer}"})
             assert pdf.status_code in (200, 302, 307), pdf.text[:200]
