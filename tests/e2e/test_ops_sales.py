@@ -1,6 +1,6 @@
 """The operator's console's sales panel (``/ops``, docs/contract.md) in a real
 headless Chromium at phone width: an event's sold / capacity per tier and its
-orders by status, and a waiting room paused and resumed from the page through
+orders by status, and a waiting room paused, resumed and closed from the page through
 the room's own routes, each written to the audit log. Against a stack of its
 own, so the panel lists this module's events only. Every wait is for
 something to happen, bounded far above need.
@@ -119,13 +119,23 @@ async def test_sales_panel_shows_sold_of_capacity_and_pauses_and_resumes_a_room(
         await expect(shown.get_by_test_id("ops-room")).to_have_attribute("data-paused", "false")
         resumed = page.locator("[data-testid=ops-audit][data-who='ops-sales-admin'][data-action=resume]")
         await expect(resumed).to_have_count(1)
-        assert len(confirms) == 2 and all("Queue Night" in c for c in confirms), confirms
+        # When the admin closes it: closed for good (no action left on it), audited
+        await shown.get_by_test_id("ops-room-close").click()
+        await expect(shown.get_by_test_id("ops-room")).to_have_attribute("data-closed", "true")
+        await expect(shown.get_by_test_id("ops-room-pause")).to_have_count(0)
+        await expect(shown.get_by_test_id("ops-room-close")).to_have_count(0)
+        closed = page.locator("[data-testid=ops-audit][data-who='ops-sales-admin'][data-action=close]")
+        await expect(closed).to_have_count(1)
+        assert len(confirms) == 3 and all("Queue Night" in c for c in confirms), confirms
         # The page fits a phone's width
         assert await page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
         assert alerts == [] and errors == [], (alerts, errors)
     log = (await sapi.get("/v1/ops/audit", headers=bearer(admin))).json()
     mine = [(a["action"], a["kind"], a["target"]) for a in log if a["who"] == "ops-sales-admin"]
-    assert mine == [("resume", "room", room["id"]), ("pause", "room", room["id"])]
+    assert mine == [("close", "room", room["id"]), ("resume", "room", room["id"]), ("pause", "room", room["id"])]
+    # ... and the room is closed for joins too
+    join = await sapi.post(f"/v1/events/{room['id']}/queue", headers=bearer(token("ops-sales-late-buyer", "buyer")))
+    assert join.status_code == 409 and join.json()["type"].endswith("/queue-closed"), join.text
 
 
 async def test_a_room_action_on_an_event_not_there_is_404_problem_json(

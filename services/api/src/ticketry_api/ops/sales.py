@@ -2,8 +2,9 @@
 orders by status; its waiting room (waiting, admitted, rate, paused, closed).
 
 Which events: every waiting room the admitters tick (``streams.ROOMS``) and
-the events with the newest ticket events (``streams.OPS_SALES_EVENTS``), at
-most ``streams.OPS_SALES_EVENTS_MAX`` of those. Orders by status are counters
+the events with the newest ticket events or a room just closed
+(``streams.OPS_SALES_EVENTS``: a closed room leaves ``ROOMS``, and stays in
+view as closed), at most ``streams.OPS_SALES_EVENTS_MAX`` of those. Orders by status are counters
 folded from the ticket events by the console's poll (:func:`fold`): at most
 ``FOLD_MAX`` entries a poll from a cursor kept in Redis, one script per order
 that moves its status only up, so two apis folding the same entries count an
@@ -106,6 +107,15 @@ async def fold(redis: Redis, limit: int = FOLD_MAX) -> int:
         await pipe.execute()
     await redis.set(streams.OPS_SALES_CURSOR, as_text(found[-1][0]))
     return len(found)
+
+
+async def keep_in_view(redis: Redis, event_id: str) -> None:
+    """Show ``event_id`` among the recent events (its room was just closed: the
+    admitters' list no longer names it)."""
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.zadd(streams.OPS_SALES_EVENTS, {event_id: int(time.time() * 1000)}, gt=True)
+        pipe.zremrangebyrank(streams.OPS_SALES_EVENTS, 0, -1 - streams.OPS_SALES_EVENTS_MAX)
+        await pipe.execute()
 
 
 class Sales:

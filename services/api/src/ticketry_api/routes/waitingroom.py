@@ -15,7 +15,7 @@ from ticketry.ids import is_valid_id
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, require
 from ticketry_api.errors import problems
-from ticketry_api.ops import audit
+from ticketry_api.ops import audit, sales
 from ticketry_api.waitingroom import rooms
 from ticketry_api.waitingroom.places import QueuePlace, closed_problem, place_of
 
@@ -79,6 +79,7 @@ async def close_queue(event_id: str, who: Organizer, state: State) -> RoomAdmiss
     event = await _own_room(event_id, who, state)
     got = await rooms.close_for_good(state.redis, event.id)
     await audit.record(state.redis, who.sub, "close", "room", event.id, {event.id: "closed"})
+    await sales.keep_in_view(state.redis, event.id)  # the console shows it closed
     return RoomAdmission(event_id=event.id, paused=False, waiting=got.waiting, admitted=got.admitted, closed=True)
 
 
