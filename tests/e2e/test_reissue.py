@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pypdf
 import pytest
+import websockets
 from playwright.async_api import expect
 from ticketry import streams
 from ticketry.auth import issue_token
@@ -80,6 +82,13 @@ async def test_a_reissued_ticket_revokes_its_old_code_and_its_new_pdf_admits_onc
 
     text, new = await eventually(new_pdf, "the re-issued ticket's PDF")
     assert "Grace Hopper" not in text and new != old
+    # The order's progress socket carries the re-issue (after the order's completion)
+    url = f"{order['progress_url']}?token={buyer}&after=0-0"
+    async with asyncio.timeout(120), websockets.connect(url) as ws:
+        seen = [orjson.loads(await ws.recv())]
+        while seen[-1]["type"] != "ticket.reissued":
+            seen.append(orjson.loads(await ws.recv()))
+    assert seen[-1]["ticket_id"] == tid and "order.completed" in [m["type"] for m in seen], seen
     assert (await api.get(f"/v1/tickets/{tid}", headers=bearer(buyer))).json()["holder_name"] == "Ada Lovelace"
     # The new code admits once; after check-in the ticket can no longer be re-issued
     assert (await scan(api, staff, new, door)).status_code == 200

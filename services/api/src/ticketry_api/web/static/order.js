@@ -134,6 +134,17 @@
     list.replaceChildren(frag);
   }
 
+  // A re-issued ticket's new holder: its row's name, and its links' labels drawn again.
+  function setHolder(id, holder) {
+    const row = rows.get(id);
+    if (!row || !holder || row.holder === holder) return;
+    row.holder = holder;
+    row.li.firstChild.lastChild.textContent = holder;
+    const state = row.state;
+    row.state = "";
+    if (state) setTicket(id, state);
+  }
+
   function linkCount() {
     let n = 0;
     rows.forEach((r) => { if (r.state === "rendered") n++; });
@@ -229,7 +240,7 @@
       wallets.google = !!o.wallet_google;
       buildRows(o.tickets);
     } else {
-      o.tickets.forEach((t) => setTicket(t.id, t.status));
+      o.tickets.forEach((t) => { setHolder(t.id, t.holder); setTicket(t.id, t.status); });
     }
     merge(o.total, o.rendered, o.failed);
     if (o.status === "cancelled") {
@@ -329,6 +340,9 @@
         break;
       case "ticket.failed":
         setTicket(msg.ticket_id, "failed");
+        break;
+      case "ticket.reissued": // its holder (and PDF) changed: read the order again
+        readOrder().then((o) => { if (o) showOrder(o, false); }).catch(() => { /* the next refresh */ });
         break;
       case "order.completed":
         status = "completed";
