@@ -177,6 +177,23 @@ async def test_fifty_concurrent_reissues_leave_at_most_the_limit_and_one_current
     assert past.status_code == 404, past.text
 
 
+async def test_a_ticket_is_reissued_at_most_the_limit_then_409_reissue_limit(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack
+) -> None:
+    org, buyer = token("reissue-org-5", "organizer"), token("reissue-buyer-5", "buyer")
+    event = await create_event(api, org, capacity=10)
+    tid = (await place_order(api, buyer, event["id"], 1)).json()["tickets"][0]
+    limit = int(stack.env.get("TICKETRY_MAX_REISSUES", "3"))
+    for version in range(1, limit + 1):
+        r = await reissue(api, buyer, tid, f"Holder {version}")
+        assert r.status_code == 202 and r.json()["version"] == version, r.text
+    over = await reissue(api, buyer, tid, "One Too Many")
+    assert over.status_code == 409 and over.json()["type"].endswith("/reissue-limit"), over.text
+    assert over.headers["content-type"].startswith("application/problem+json")
+    got = (await api.get(f"/v1/tickets/{tid}", headers=bearer(buyer))).json()
+    assert got["holder_name"] == f"Holder {limit}", got
+
+
 async def test_the_scanner_refuses_a_revoked_code_offline_and_admits_the_new_one(
     stack: Stack, api: httpx.AsyncClient, token: TokenFactory, tmp_path: Path
 ) -> None:
