@@ -31,7 +31,10 @@ from tests.helpers import bearer, create_event, eventually, place_order
 
 pytestmark = pytest.mark.e2e
 
-ENV = {"TICKETRY_RENDER_MAX_ATTEMPTS": "2", "TICKETRY_RETRY_BASE_S": "0.1", "TICKETRY_RETRY_CAP_S": "0.5"}
+ENV = {
+    "TICKETRY_RENDER_MAX_ATTEMPTS": "2", "TICKETRY_RETRY_BASE_S": "0.1", "TICKETRY_RETRY_CAP_S": "0.5",
+    "TICKETRY_OPS_HISTORY_INTERVAL_S": "1",  # the throughput kept in Redis: a sample a second
+}  # fmt: skip
 WAIT_S = WAIT_MS / 1000
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -187,6 +190,16 @@ async def test_console_shows_lag_throughput_and_a_poison_message_and_redrives_it
         assert alerts == [] and errors == [], (alerts, errors)
         await xss.get_by_test_id("ops-delete").click()
         await expect(xss).to_have_count(0)
+
+        # When another console opens after the rendering: the throughput kept in Redis
+        # (a sample a second, by the api) has the tickets rendered and the orders accepted
+        kept = (await oapi.get("/v1/ops/status", headers=bearer(admin))).json()["throughput"]
+        assert max(p["tickets_rendered"] for p in kept) > 0 and max(p["orders_accepted"] for p in kept) > 0, kept
+        later = await context.new_page()
+        await later.goto(f"{ops_stack.api_url}/ops#token={admin}")
+        # Then its chart starts with them, not from its opening
+        await expect(later.get_by_test_id("ops-throughput")).not_to_have_attribute("data-seeded", "0")
+        await expect(later.get_by_test_id("ops-throughput")).not_to_have_attribute("data-orders-peak", "0")
 
 
 async def _is(status: Any, want: str) -> bool:

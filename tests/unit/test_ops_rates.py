@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from ticketry import streams
-from ticketry_api.core.ops import Sample, behind, drain_s, rates, recent_rates
+from ticketry_api.core.ops import Sample, behind, drain_s, history, rates, recent_rates
 from ticketry_api.ops.feed import RENDERER_WINDOW_S, annotate, per_renderer
 
 
@@ -97,3 +97,18 @@ def test_each_renderer_gets_its_own_recent_rate_and_the_history_stays_one_window
     # "new" was not in the sample 10 s back (t=20): its 7 were all rendered within the window
     assert {r["consumer"]: r["recent"] for r in snap["renderers"]} == {"a": 20.0, "b": 0.0, "new": 0.7}
     assert history[-1].at - history[0].at <= RENDERER_WINDOW_S + 1
+
+
+def test_the_kept_throughput_is_the_rate_between_each_two_samples_at_the_later_one() -> None:
+    samples = [
+        Sample(100.0, {"tickets_rendered": 0, "orders_accepted": 0}),
+        Sample(110.0, {"tickets_rendered": 500, "orders_accepted": 40}),
+        Sample(120.0, {"tickets_rendered": 500, "orders_accepted": 40}),
+        Sample(130.0, {"tickets_rendered": 20, "orders_accepted": 41}),  # a renderer restarted: not negative
+    ]
+    assert history(samples) == [
+        {"at": 110.0, "tickets_rendered": 50.0, "orders_accepted": 4.0},
+        {"at": 120.0, "tickets_rendered": 0.0, "orders_accepted": 0.0},
+        {"at": 130.0, "tickets_rendered": 0.0, "orders_accepted": 0.1},
+    ]
+    assert history(samples[:1]) == history([]) == []

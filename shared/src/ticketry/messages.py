@@ -129,6 +129,14 @@ class FirstTicketEntry(_Entry):
     ms: str = Field(description="Milliseconds from the order's render request (its acceptance) to its first ticket.")
 
 
+class ThroughputEntry(_Entry):
+    """The console's counters at one moment (``streams.OPS_THROUGHPUT``; written by an api)."""
+
+    orders_accepted: str = Field(description="Orders enqueued so far (``ticketry:orders:accepted``).")
+    tickets_ordered: str = Field(description="Render requests ever appended to the render lanes.")
+    tickets_rendered: str = Field(description="Tickets the live renderers have rendered (their heartbeats).")
+
+
 class RoomUpdateEntry(_Entry):
     """One admission tick of a waiting room, or a pause, resume or close
     (``streams.ROOM_*`` field names)."""
@@ -191,6 +199,7 @@ OPS_AUDIT: Final = Message(
     "OpsAudit", OpsAuditEntry, "An operator's redrive or delete of dead letters, or a room's pause, resume or close."
 )
 FIRST_TICKET: Final = Message("FirstTicket", FirstTicketEntry, "How long an order waited for its first ticket.")
+THROUGHPUT: Final = Message("Throughput", ThroughputEntry, "The console's counters at one moment.")
 ROOM_UPDATE: Final = Message("RoomUpdate", RoomUpdateEntry, "A waiting room's admission tick, pause, resume or close.")
 
 _LANE = (
@@ -268,6 +277,16 @@ CHANNELS: Final[tuple[Channel, ...]] = (
         f" MAXLEN ~ {streams.FIRST_TICKET_MAXLEN}.",
         (FIRST_TICKET,),
         ("renderer",),
+        ("api",),
+    ),
+    Channel(
+        "opsThroughput",
+        streams.OPS_THROUGHPUT,
+        "The console's counters, one entry per TICKETRY_OPS_HISTORY_INTERVAL_S from whichever api takes the"
+        " interval's tick: its throughput chart of the last 15 minutes (XRANGE)."
+        f" MAXLEN ~ {streams.OPS_THROUGHPUT_MAXLEN}.",
+        (THROUGHPUT,),
+        ("api",),
         ("api",),
     ),
     Channel(

@@ -31,6 +31,12 @@ Streams
     request's id (written when the order was accepted) to the event. The
     console's first-ticket latency p50/p99 over the last 15 minutes.
     ``MAXLEN ~ FIRST_TICKET_MAXLEN``.
+``ticketry:ops:throughput`` (stream: the console's counters)
+    One entry each ``TICKETRY_OPS_HISTORY_INTERVAL_S`` (whichever api takes
+    the interval's tick, ``OPS_THROUGHPUT_TICK``, a key set NX): the growing totals the console
+    draws its throughput from (orders accepted, tickets ordered and rendered),
+    so a console opened mid-sale draws the last 15 minutes at once.
+    ``MAXLEN ~ OPS_THROUGHPUT_MAXLEN``.
 ``ticketry:designs:requests``
     Designs (stamping templates) to build ahead of an event's first ticket, one
     entry per event look (fields: a sample ``events.RenderRequest``), appended by
@@ -133,6 +139,8 @@ DEAD_LETTERS: Final = "ticketry:render:dead"
 SCALER_DECISIONS: Final = "ticketry:scaler:decisions"
 OPS_AUDIT: Final = "ticketry:ops:audit"
 FIRST_TICKET: Final = "ticketry:ops:first-ticket"
+OPS_THROUGHPUT: Final = "ticketry:ops:throughput"
+OPS_THROUGHPUT_TICK: Final = "ticketry:ops:throughput:tick"
 
 RENDERERS_GROUP: Final = "renderers"
 PROJECTOR_GROUP: Final = "projector"
@@ -146,6 +154,7 @@ EVENTS_RETENTION_S: Final = 24 * 3600
 SCALER_DECISIONS_MAXLEN: Final = 10_000
 OPS_AUDIT_MAXLEN: Final = 10_000
 FIRST_TICKET_MAXLEN: Final = 20_000
+OPS_THROUGHPUT_MAXLEN: Final = 2_000  # 15 minutes at intervals down to 0.5 s
 
 # Orders up to this many tickets ride the vip lane with vip orders.
 SMALL_ORDER_MAX: Final = 20

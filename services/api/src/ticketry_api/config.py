@@ -185,6 +185,11 @@ class ApiSettings(ServingSettings):
         description="Seconds (0.5 to 30) between the snapshots of the operator's console feed "
         "(GET /v1/ops/feed): one shared poll of Redis per api process, however many consoles are open",
     )  # fmt: skip
+    ops_history_interval_s: float = Field(
+        default=10.0, ge=0.5, le=60,
+        description="Seconds (0.5 to 60) between the samples of the console's throughput kept in Redis "
+        "(ticketry:ops:throughput, one per interval whichever api takes it): the chart of the last 15 minutes",
+    )  # fmt: skip
     ops_drain_target_s: float = Field(
         default=20.0, gt=0, le=3600,
         description="Seconds (0 < s <= 3,600) the render backlog should drain within at the renderers' "

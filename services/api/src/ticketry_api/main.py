@@ -32,6 +32,7 @@ from ticketry_api.middleware.budget import DependencyBudget
 from ticketry_api.middleware.metrics import RequestMetrics, mark_process
 from ticketry_api.middleware.security import CorsSettings, SecurityHeaders
 from ticketry_api.middleware.shedding import OrderGate, OrderSlots, Shedding, bounded_redis
+from ticketry_api.ops import throughput
 from ticketry_api.outbox import sweep_outbox
 from ticketry_api.projector import run_projector
 from ticketry_api.ratelimit import RateSettings
@@ -113,6 +114,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             tasks.append(asyncio.create_task(_every(settings.pdf_retention_interval_s, stop, "retention sweep", sweep)))
         forget = functools.partial(forget_old_nonces, store, settings.checkin_nonce_ttl_s)  # checkins.py
         tasks.append(asyncio.create_task(_every(settings.checkin_nonce_sweep_s, stop, "nonce sweep", forget)))
+        every = settings.ops_history_interval_s  # the console's throughput of the last 15 minutes
+        keep = functools.partial(throughput.sample, redis, every)
+        tasks.append(asyncio.create_task(_every(every, stop, "throughput sample", keep)))
         mark_process()
         freeze_startup_heap()
         try:

@@ -3,6 +3,7 @@ counters, and whether a render group is behind its drain target. Plain data."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,12 @@ def recent_rates(history: Sequence[Sample], cur: Sample, window_s: float) -> dic
             break
         base = sample
     return rates(base, cur, new_from_zero=True)
+
+
+def history(samples: Sequence[Sample]) -> list[dict[str, float]]:
+    """The rates between each two consecutive samples (oldest first), each at
+    the later one's time: ``[{"at": …, counter: per second, …}]``."""
+    return [{"at": cur.at, **rates(prev, cur)} for prev, cur in itertools.pairwise(samples)]
 
 
 def drain_s(backlog: int, capacity: float) -> float:

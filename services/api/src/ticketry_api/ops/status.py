@@ -177,6 +177,18 @@ async def newest_id(redis: Redis, name: str) -> str | None:
     return as_text(found[0][0]) if found else None
 
 
+async def counters(redis: Redis, live: list[dict[str, Any]] | None = None) -> dict[str, int]:
+    """The console's growing totals: orders accepted, tickets ordered (render
+    requests appended) and tickets rendered by the renderers alive (``live``:
+    :func:`renderers`, read here when not given)."""
+    live = await renderers(redis) if live is None else live
+    return {
+        "orders_accepted": int(await redis.get(streams.ORDERS_ACCEPTED) or 0),
+        "tickets_ordered": sum([await added(redis, lane) for lane in streams.RENDER_LANES]),
+        "tickets_rendered": sum(r["rendered"] for r in live),
+    }
+
+
 async def console(redis: Redis) -> dict[str, Any]:
     """``collect`` and what only the console shows (see the module's doc):
     ``counters`` are totals that only grow while the stack runs; the feed
@@ -186,11 +198,7 @@ async def console(redis: Redis) -> dict[str, Any]:
         for group, g in info["groups"].items():
             g |= await group_detail(redis, name, group)
     s["scaler_decisions"] = await scaler_decisions(redis)
-    s["counters"] = {
-        "orders_accepted": int(await redis.get(streams.ORDERS_ACCEPTED) or 0),
-        "tickets_ordered": sum([await added(redis, lane) for lane in streams.RENDER_LANES]),
-        "tickets_rendered": sum(r["rendered"] for r in s["renderers"]),
-    }
+    s["counters"] = await counters(redis, s["renderers"])
     s["heartbeat_ttl_s"] = streams.HEARTBEAT_TTL_S
     # The newest entry of each list the console loads apart: a changed one tells it to reload
     # (a count alone misses one letter re-driven and another arriving between two polls).

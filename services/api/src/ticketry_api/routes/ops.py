@@ -22,7 +22,7 @@ from ticketry.auth import Principal
 
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, require
-from ticketry_api.ops import audit, feed, render_dead
+from ticketry_api.ops import audit, feed, render_dead, throughput
 from ticketry_api.replicas import replicated
 from ticketry_api.web.assets import load_assets
 from ticketry_api.webhooks import deadletters as webhook_dead
@@ -56,10 +56,12 @@ async def ops_page() -> Response:
 @router.get("/v1/ops/status")
 async def ops_status(request: Request, _: Admin, state: State) -> dict[str, Any]:
     """What ``ticketryctl status`` shows, with each group's consumers, the
-    scaler's last decisions and the sales panel's rows."""
+    scaler's last decisions, the sales panel's rows and the throughput of the
+    last 15 minutes (rates between the samples kept in Redis)."""
     shared = _feed_of(request, state)
     snap = await feed.snapshot(state.redis, state.store, shared.sales, shared.first_ticket)
     feed.annotate(snap, None, 0.0, state.settings.ops_drain_target_s)
+    snap["throughput"] = await throughput.recent(state.redis)  # the chart's last 15 minutes
     return snap
 
 

@@ -302,10 +302,30 @@
     }
   }
 
+  // The last 15 minutes as the apis kept them (GET /v1/ops/status's throughput),
+  // so a console opened mid-sale draws them at once; the feed's points follow.
+  async function seedThroughput() {
+    try {
+      const r = await api("/v1/ops/status");
+      if (!r.ok) return;
+      const kept = (await r.json()).throughput || [];
+      for (const p of kept) {
+        points[0].push(p.at);
+        points[1].push(p.tickets_rendered);
+        points[2].push(p.orders_accepted);
+        points[3].push(null);
+        points[4].push(null);
+        peak = Math.max(peak, p.tickets_rendered);
+        ordersPeak = Math.max(ordersPeak, p.orders_accepted);
+      }
+      Object.assign($("chart").dataset, { seeded: kept.length, peak: peak, ordersPeak: ordersPeak });
+    } catch (e) { /* live points only */ }
+  }
+
   if (!token) {
     live("lost", "no token");
     notice("Open this page as /ops#token=<admin token>.");
     return;
   }
-  follow();
+  seedThroughput().finally(follow);
 })();
