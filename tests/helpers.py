@@ -30,22 +30,24 @@ async def ws_outcome(url: str) -> tuple[str, int | None]:
         return "closed", exc.rcvd.code if exc.rcvd else None
 
 
-async def until(pred: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    """Wait for ``pred()`` to hold; the deadline is far above need, only a bound on a hang."""
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
-
-
 async def eventually(check: Any, what: str, timeout_s: float = 120, *, interval_s: float = 0.2) -> Any:
     """Poll the async ``check()`` every ``interval_s`` until it returns
-    something truthy, and return that (a bound on a hang, not a timing claim)."""
+    something truthy, and return that (a bound on a hang, not a timing claim).
+    The one polling wait of the tests: the others are made of it."""
     deadline = time.monotonic() + timeout_s
     while not (got := await check()):
         assert time.monotonic() < deadline, f"never: {what}"
         await asyncio.sleep(interval_s)
     return got
+
+
+async def until(pred: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    """:func:`eventually` for a plain predicate of in-process state, looked at often."""
+
+    async def check() -> bool:
+        return pred()
+
+    await eventually(check, getattr(pred, "__name__", "condition"), timeout_s, interval_s=0.02)
 
 
 def bearer(tok: str) -> dict[str, str]:

@@ -32,6 +32,8 @@ from ticketry_scaler.controller import Controller
 from ticketry_scaler.leader import Leader
 from ticketry_scaler.policy import PolicyConfig
 
+from tests.helpers import eventually
+
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
@@ -87,11 +89,8 @@ async def redis(redis_server: str) -> AsyncIterator[Redis]:
 
 
 async def _until(cond: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
-    """Wait for ``cond``; the deadline is far above need, only a bound on a hang."""
-    deadline = time.monotonic() + timeout
-    while not await cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.1)
+    """:func:`tests.helpers.eventually` on ``cond`` (a bound on a hang, far above need)."""
+    await eventually(cond, getattr(cond, "__name__", "condition"), timeout, interval_s=0.1)
 
 
 async def _refreshed(redis: Redis, key: str, times: int, timeout: float = 60.0) -> None:
