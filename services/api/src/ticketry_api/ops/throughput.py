@@ -2,10 +2,11 @@
 (``streams.OPS_THROUGHPUT``) so that a console opened mid-sale draws it at
 once, not only from when it opened.
 
-Every api calls :func:`sample` each interval (its lifespan's loop); the first to take the interval's
-tick (``SET NX`` with the interval as its lifetime) appends the counters
-(``status.counters``), so the stream has one entry per interval however many
-apis there are, and goes on when any of them dies. :func:`recent` turns the
+Every api calls :func:`sample` each interval (its lifespan's loop); the
+first to take the interval's tick (``SET NX``, living 0.9 of the interval)
+appends the counters (``status.counters``), so the stream has about one
+entry per interval however many apis there are, and goes on when any of
+them dies. :func:`recent` turns the
 entries of the last window into rates (``core.ops.history``)."""
 
 from __future__ import annotations
