@@ -57,9 +57,12 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 LINEARIZE = ROOT / ".bin" / "linearize"
 
-Op = Literal["reserve", "checkin", "cancel"]
+Op = Literal["reserve", "hold", "release", "checkin", "cancel"]
 STATUSES: dict[str, frozenset[str]] = {
     "reserve": frozenset({"ok", "sold_out", "unknown", "none"}),
+    # What an order cut off mid-way held (its ledger entry), and the outbox sweep gave back.
+    "hold": frozenset({"ok"}),
+    "release": frozenset({"ok"}),
     "checkin": frozenset({"admitted", "already", "cancelled", "unknown", "none"}),
     "cancel": frozenset({"ok", "refused", "unknown", "none"}),
 }

@@ -19,7 +19,10 @@ const (
 )
 
 // The model each op belongs to.
-var opModel = map[string]string{"reserve": modelCapacity, "checkin": modelCheckin, "cancel": modelCheckin}
+var opModel = map[string]string{
+	"reserve": modelCapacity, "hold": modelCapacity, "release": modelCapacity,
+	"checkin": modelCheckin, "cancel": modelCheckin,
+}
 
 // The statuses each op may end with. "unknown": the client does not know
 // whether it took effect (timeout, lost connection, a 503 after a write);
@@ -27,6 +30,8 @@ var opModel = map[string]string{"reserve": modelCapacity, "checkin": modelChecki
 // constrains nothing and is left out.
 var opStatuses = map[string][]string{
 	"reserve": {"ok", "sold_out", "unknown", "none"},
+	"hold":    {"ok"},
+	"release": {"ok"},
 	"checkin": {"admitted", "already", "cancelled", "unknown", "none"},
 	"cancel":  {"ok", "refused", "unknown", "none"},
 }
@@ -139,7 +144,7 @@ func parse(r io.Reader, only string) (*history, error) {
 		case l.Op == "":
 			return nil, fmt.Errorf("line %d: no op (and not a header)", no)
 		case !ok:
-			return nil, fmt.Errorf("line %d: unknown op %q (want reserve, checkin or cancel)", no, l.Op)
+			return nil, fmt.Errorf("line %d: unknown op %q (want reserve, hold, release, checkin or cancel)", no, l.Op)
 		case only != "auto" && model != only:
 			return nil, fmt.Errorf("line %d: op %q is not of the %s model", no, l.Op, only)
 		case l.Client == nil || *l.Client < 0:
@@ -159,10 +164,10 @@ func parse(r io.Reader, only string) (*history, error) {
 			return nil, fmt.Errorf("line %d: status %q without a return time", no, l.Output.Status)
 		}
 		in := input{Op: l.Op}
-		if l.Op == "reserve" {
+		if model == modelCapacity {
 			k, err := intField(l.Input, "k")
 			if err != nil || k < 1 {
-				return nil, fmt.Errorf("line %d: reserve needs input.k, an integer >= 1", no)
+				return nil, fmt.Errorf("line %d: %s needs input.k, an integer >= 1", no, l.Op)
 			}
 			in.K = k
 			c, has := capacity[l.Key]

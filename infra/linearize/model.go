@@ -41,6 +41,12 @@ func step(state, in, out interface{}) (bool, interface{}) {
 			}
 			return true, s
 		}
+	case "hold": // tickets an order cut off mid-way held (the ledger took them: they fitted)
+		s, _ := state.(sold)
+		return int(s)+i.K <= i.Capacity, s + sold(i.K)
+	case "release": // ...until the outbox sweep gave them back
+		s, _ := state.(sold)
+		return int(s) >= i.K, s - sold(i.K)
 	case "checkin":
 		t, _ := state.(ticket)
 		switch o {
@@ -78,8 +84,8 @@ var model = porcupine.Model{
 	Step: step,
 	DescribeOperation: func(in, out interface{}) string {
 		i, o := in.(input), out.(output).Status
-		if i.Op == "reserve" {
-			return fmt.Sprintf("reserve(%d of %d) -> %s", i.K, i.Capacity, o)
+		if i.Op == "reserve" || i.Op == "hold" || i.Op == "release" {
+			return fmt.Sprintf("%s(%d of %d) -> %s", i.Op, i.K, i.Capacity, o)
 		}
 		return fmt.Sprintf("%s -> %s", i.Op, o)
 	},
@@ -100,9 +106,10 @@ type verdict struct {
 	why     map[*partition]string // a reason found without the search, by partition
 }
 
-// oversold names the tickets a capacity partition's "ok" answers take when
-// they take more than its capacity. Every linearization applies every "ok"
-// (and sold never falls), so such a history is illegal whatever the order:
+// oversold names the tickets a capacity partition's "ok" answers take (less
+// what its releases give back) when they take more than its capacity. Every
+// linearization applies every "ok" and every release, so such a history is
+// illegal whatever the order:
 // said at once, where porcupine's search would have to try every order of
 // the overlapping operations first (2^n of n racing orders) to say the same.
 func oversold(p *partition) (string, bool) {
@@ -113,7 +120,10 @@ func oversold(p *partition) (string, bool) {
 	for _, op := range p.ops {
 		i := op.Input.(input)
 		capacity = max(capacity, i.Capacity)
-		if op.Output.(output).Status == "ok" {
+		switch {
+		case i.Op == "release": // a hold given back: its tickets are sold again
+			taken -= i.K
+		case op.Output.(output).Status == "ok":
 			taken += i.K
 		}
 	}

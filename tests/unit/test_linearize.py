@@ -114,6 +114,21 @@ def test_an_operation_of_unknown_outcome_may_have_taken_effect_after_its_call_or
     assert verdict(tmp_path, HEADER, scan(1, "tk_a", "already", 1, 2), lost)[0] == 1
 
 
+def test_a_refusal_while_a_cut_off_order_held_the_last_tickets_is_justified_by_its_hold(tmp_path: Path) -> None:
+    # Given a tier of 5: 3 sold, an order cut off mid-way holding 2 until the sweep gave
+    # them back, a refusal meanwhile, and the 2 sold to others after the release
+    def op(client: int, kind: str, k: int, call: int, ret: int) -> dict[str, Any]:
+        return {"client": client, "op": kind, "key": "ev_1/standard", "input": {"k": k},
+                "output": {"status": "ok"}, "call": call, "return": ret}  # fmt: skip
+
+    sale = [res(0, 3, "ok", 1, 5), res(1, 1, "sold_out", 20, 30), res(2, 2, "ok", 60, 70)]
+    # Then without the hold the refusal is unjustified; with it (taken before the cut at 10,
+    # given back after it) the history is linearizable, and a hold that did not fit is not
+    assert verdict(tmp_path, HEADER, *sale)[0] == 1
+    assert verdict(tmp_path, HEADER, *sale, op(9, "hold", 2, 0, 10), op(9, "release", 2, 10, 80))[0] == 0
+    assert verdict(tmp_path, HEADER, *sale, op(9, "hold", 3, 0, 10), op(9, "release", 3, 10, 80))[0] == 1
+
+
 def test_cancelled_tickets_never_admit(tmp_path: Path) -> None:
     cancel = {
         "client": 0,
