@@ -29,7 +29,7 @@ from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
 from ticketry_api.middleware.bodies import BodyDeadline, BodyLimit
 from ticketry_api.middleware.budget import DependencyBudget
-from ticketry_api.middleware.metrics import RequestMetrics, mark_process
+from ticketry_api.middleware.metrics import MULTIPROC_ENV, RequestMetrics, mark_process
 from ticketry_api.middleware.security import CorsSettings, SecurityHeaders
 from ticketry_api.middleware.shedding import OrderGate, OrderSlots, Shedding, bounded_redis
 from ticketry_api.ops import throughput
@@ -170,7 +170,6 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     return app
 
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 WORKER_PING_S = 120  # a worker that does not answer its supervisor's ping this long is replaced
 
 

@@ -68,12 +68,15 @@ def mark_process() -> None:
     PROCESSES.set(1)
 
 
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own name
+
+
 def shared_dir() -> str | None:
     """The directory this process keeps its values in for its peers to sum
     (``PROMETHEUS_MULTIPROC_DIR``, set by the supervisor of several workers), or None."""
     if not getattr(_values.ValueClass, "_multiprocess", False):
         return None
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+    return os.environ.get(MULTIPROC_ENV) or None
 
 
 _LIVE_FILE = re.compile(r"gauge_live\w+_(\d+)\.db$")

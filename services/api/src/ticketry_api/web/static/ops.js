@@ -79,10 +79,10 @@
     $("capacity").textContent = s.renderers.length + " renderer(s), capacity " + (s.capacity || 0).toFixed(1) +
       " tickets/s; render backlog: lag " + s.lag + ", pending " + s.pending;
     const sc = s.scaler;
+    const desired = sc.desired === null || sc.desired === undefined ? "" : String(sc.desired);
     $("scaler").textContent = (sc.leader ? "leader " + sc.leader + " (token " + sc.token + ")" : "no scaler leader") +
-      "; renderers desired " + (sc.desired === null || sc.desired === undefined ? "–" : sc.desired) +
-      ", live " + s.renderers.length;
-    $("scaler").dataset.desired = sc.desired === null || sc.desired === undefined ? "" : String(sc.desired);
+      "; renderers desired " + (desired || "–") + ", live " + s.renderers.length;
+    $("scaler").dataset.desired = desired;
     $("decisions").replaceChildren(...(s.scaler_decisions || []).map((d) => el("li",
       new Date(Number(d.ts) * 1000).toLocaleTimeString() + ": " + d.from + " → " + d.to + " (" + d.reason +
       "; lag " + d.lag + ", pending " + d.pending + ", live " + d.live + ")",
@@ -95,14 +95,18 @@
   let peak = 0; // the most tickets rendered per second seen
   let ordersPeak = 0; // the most orders accepted per second seen
   function chartWidth() { return Math.max($("chart").clientWidth, 280); }
+  // One point of the chart (a kept one, or the feed's), and the peaks it may raise.
+  function addPoint(at, rendered, accepted, p50, p99) {
+    [at, rendered, accepted, p50, p99].forEach((v, i) => points[i].push(v));
+    peak = Math.max(peak, rendered);
+    ordersPeak = Math.max(ordersPeak, accepted || 0);
+    Object.assign($("chart").dataset, { peak: peak, ordersPeak: ordersPeak });
+  }
   function showThroughput(s) {
     const now = Date.now() / 1000;
-    points[0].push(now);
-    points[1].push(s.rates.tickets_rendered);
-    points[2].push(s.rates.orders_accepted);
     const ft = s.first_ticket || {};
-    points[3].push(ft.p50_ms === undefined ? null : ft.p50_ms);
-    points[4].push(ft.p99_ms === undefined ? null : ft.p99_ms);
+    addPoint(now, s.rates.tickets_rendered, s.rates.orders_accepted,
+      ft.p50_ms === undefined ? null : ft.p50_ms, ft.p99_ms === undefined ? null : ft.p99_ms);
     const lat = $("latency");
     lat.dataset.p50 = ft.p50_ms === null || ft.p50_ms === undefined ? "" : ft.p50_ms;
     lat.dataset.p99 = ft.p99_ms === null || ft.p99_ms === undefined ? "" : ft.p99_ms;
@@ -112,11 +116,7 @@
       : "first ticket after the order: no order in the last 15 minutes";
     while (points[0].length && points[0][0] < now - WINDOW_S) points.forEach((p) => p.shift());
     $("chart").dataset.points = points[0].length;
-    peak = Math.max(peak, s.rates.tickets_rendered);
-    $("chart").dataset.peak = peak;
     $("chart").dataset.last = s.rates.tickets_rendered;
-    ordersPeak = Math.max(ordersPeak, s.rates.orders_accepted || 0);
-    $("chart").dataset.ordersPeak = ordersPeak;
     if (typeof uPlot === "undefined") return;
     if (chart === null) {
       chart = new uPlot({
@@ -309,16 +309,8 @@
       const r = await api("/v1/ops/status");
       if (!r.ok) return;
       const kept = (await r.json()).throughput || [];
-      for (const p of kept) {
-        points[0].push(p.at);
-        points[1].push(p.tickets_rendered);
-        points[2].push(p.orders_accepted);
-        points[3].push(null);
-        points[4].push(null);
-        peak = Math.max(peak, p.tickets_rendered);
-        ordersPeak = Math.max(ordersPeak, p.orders_accepted);
-      }
-      Object.assign($("chart").dataset, { seeded: kept.length, peak: peak, ordersPeak: ordersPeak });
+      kept.forEach((p) => addPoint(p.at, p.tickets_rendered, p.orders_accepted, null, null));
+      $("chart").dataset.seeded = kept.length;
     } catch (e) { /* live points only */ }
   }
 
