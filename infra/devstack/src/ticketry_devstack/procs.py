@@ -231,6 +231,7 @@ class Stack:
     notifier_port: int = 0
     redis_port: int = 0
     mongo_port: int = 0
+    mongo_host: str = "127.0.0.1"  # FerretDB listens on this one address
     redis_bind: tuple[str, ...] = ("127.0.0.1",)
     s3_port: int = 0
     s3_bind: tuple[str, ...] = ("127.0.0.1",)
@@ -251,9 +252,10 @@ class Stack:
             redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
         if mongo_url is None:
             self.mongo_port = self.mongo_port or free_port()
-            p = self.procs["ferretdb"] = ferretdb_proc(self.data_dir / "ferretdb", self.mongo_port).start()
-            wait_port(self.mongo_port, proc=p.popen)
-            mongo_url = f"mongodb://127.0.0.1:{self.mongo_port}/ticketry"
+            p = self.procs["ferretdb"] = ferretdb_proc(self.data_dir / "ferretdb", self.mongo_port, self.mongo_host)
+            p.start()
+            wait_port(self.mongo_port, proc=p.popen, host=self.mongo_host)
+            mongo_url = f"mongodb://{self.mongo_host}:{self.mongo_port}/ticketry"
         if self.env.get("TICKETRY_STORAGE_BACKEND") == "s3" and "TICKETRY_S3_ENDPOINT_URL" not in self.env:
             # S3 asked for and none named: our own server (s3_proc), like Redis and FerretDB.
             self.s3_port = self.s3_port or free_port()
