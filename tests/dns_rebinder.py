@@ -8,8 +8,8 @@ at every query: its first line is the name, the next lines addresses; the
 n-th A query for the name (counted from 0) gets the address on line
 ``n % len(addresses)``, so one address is a fixed answer and two alternate,
 one query each (a rebinding name's answers); a new plan counts from 0 again.
-Each A query is appended to
-``<plan>.log`` with the address it got. Prints ``listening`` once bound."""
+Each A query is appended to ``<plan>.log`` with the address it got. Prints
+``listening`` once bound."""
 
 from __future__ import annotations
 
