@@ -267,8 +267,10 @@ async def follow(
 ) -> tuple[list[dict[str, Any]], int | None]:
     """Queue, follow the place's socket to its end (its admission, or sold out:
     the socket stays open then, for tickets that may come back), order with the
-    permission (retrying a 503 after its Retry-After); the messages and the
-    order's status."""
+    permission (retrying a 503 or 429 after its Retry-After); the messages and the
+    order's status. A 429 is waited out as a 503 is: the 200 buyers share one
+    address, which may have only so many bodies in transit at once
+    (``TICKETRY_MAX_SLOW_BODIES_PER_CLIENT``)."""
     place = await join(api, tok, event_id)
     msgs: list[dict[str, Any]] = []
     async with asyncio.timeout(timeout_s):
@@ -283,7 +285,7 @@ async def follow(
         body = {"event_id": event_id, "quantity": 1, "holder_name": "Rush Buyer", "tier": "standard"}
         while True:
             r = await api.post("/v1/orders", json=body, headers={**bearer(tok), "Queue-Permission": last["permission"]})
-            if r.status_code != 503:
+            if r.status_code not in (429, 503):
                 return msgs, r.status_code
             await asyncio.sleep(int(r.headers["retry-after"]))
 
