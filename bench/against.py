@@ -133,10 +133,11 @@ def checkout(rev: str) -> Iterator[Path]:
 # -- one round: a process of the side's Python ---------------------------------
 
 
-def run_side(tree: Path, python: Path, quantity: int, timeout_s: float) -> dict[str, Any]:
-    """One round on ``tree``'s stack, run by ``python``; the scenario's figures."""
+def run_side(tree: Path, python: Path, quantity: int, timeout_s: float, folders: Path) -> dict[str, Any]:
+    """One round on ``tree``'s stack, run by ``python``, its folder made in
+    ``folders`` (and left there); the scenario's figures."""
     params = json.dumps({"quantity": quantity, "scenarios": str(REPO / "bench" / "scenarios.py"),
-                         "renderers": os.cpu_count() or 1})  # fmt: skip
+                         "renderers": os.cpu_count() or 1, "folders": str(folders)})  # fmt: skip
     proc = subprocess.Popen(
         [str(python), "-c", _BOOT, str(Path(__file__).resolve()), params],
         cwd=tree, env=_uv_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -180,7 +181,7 @@ def side_main(params_json: str) -> None:
         spec.loader.exec_module(scen)
     except (ImportError, AttributeError):  # this tree's client needs what the side lacks: the side's own
         scen = importlib.import_module("bench.scenarios")
-    root = Path(tempfile.mkdtemp(prefix="ticketry-against-stack-"))
+    root = Path(tempfile.mkdtemp(prefix="stack-", dir=p["folders"]))
     stack = start_stack(root, renderers=int(p["renderers"]))
     started = time.monotonic()
     try:
@@ -194,7 +195,6 @@ def side_main(params_json: str) -> None:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C reaches us and our parent's SIGINT follows: stop once
         stack.stop()
-        shutil.rmtree(root, ignore_errors=True)
     kept = {k: got.get(k) for k in _KEPT}
     # Which code ran: the renderer's console script names its venv, hence its tree.
     kept |= {"renderer": tool("ticketry-renderer"), "scenarios": scen.__file__,
@@ -216,7 +216,11 @@ def run(rev: str, rounds: int = 3, quantity: int = 10_000) -> dict[str, Any]:
     timeout_s = 600 + quantity / 20  # a bound on a hang: 20 tickets/s is far below either side
     measured: list[dict[str, Any]] = []
     print(f"A/B: this tree ({head[:7]}{', uncommitted changes' if dirty else ''}) vs {rev} ({sha[:7]}) …")
-    with checkout(sha) as tree:
+    # Every round's stack folder (its 10,000 PDFs) stays until the last round is
+    # done: on a filesystem without a journal, ext4 skips the inodes freed in the
+    # last 15-20 s when it makes a file, so the round after a deletion would pay
+    # for it, up to ~0.6 ms of kernel CPU per PDF (docs/performance-notes.md).
+    with checkout(sha) as tree, tempfile.TemporaryDirectory(prefix="ticketry-against-stacks-") as folders:
         sides = {HERE: (REPO, Path(sys.executable)), THERE: (tree, tree / ".venv" / "bin" / "python")}
         for i, side in order:
             where, python = sides[side]
@@ -228,7 +232,7 @@ def run(rev: str, rounds: int = 3, quantity: int = 10_000) -> dict[str, Any]:
                 entry["head_sha"] = _git("rev-parse", "HEAD")
                 entry["head_dirty"] = bool(_git("status", "--porcelain", "--untracked-files=no"))
             try:
-                entry.update(run_side(where, python, quantity, timeout_s))
+                entry.update(run_side(where, python, quantity, timeout_s, Path(folders)))
                 print(f"  {entry['tickets_per_s']:,.1f} tickets/s ({entry['end_to_end_s']:.1f} s),"
                       f" load average {load[0]:.2f}", flush=True)  # fmt: skip
             except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
