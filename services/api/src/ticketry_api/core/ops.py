@@ -8,6 +8,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+WINDOW_S = 15 * 60  # the console's span: its throughput chart and its first-ticket latency
+
 
 @dataclass(frozen=True)
 class Sample:

@@ -18,9 +18,8 @@ from ticketry import streams
 from ticketry.db import entries_of
 from ticketry.replies import as_text
 
-from ticketry_api.core.ops import percentile
+from ticketry_api.core.ops import WINDOW_S, percentile
 
-WINDOW_S = 15 * 60
 READ_MAX = 5000
 
 

@@ -19,10 +19,8 @@ from ticketry import streams
 from ticketry.db import entries_of
 from ticketry.replies import as_text
 
-from ticketry_api.core.ops import Sample, history
+from ticketry_api.core.ops import WINDOW_S, Sample, history
 from ticketry_api.ops.status import counters
-
-WINDOW_S = 15 * 60
 
 
 async def sample(redis: Redis, interval_s: float) -> bool:

@@ -105,11 +105,11 @@
   function showThroughput(s) {
     const now = Date.now() / 1000;
     const ft = s.first_ticket || {};
-    addPoint(now, s.rates.tickets_rendered, s.rates.orders_accepted,
-      ft.p50_ms === undefined ? null : ft.p50_ms, ft.p99_ms === undefined ? null : ft.p99_ms);
+    const p50 = ft.p50_ms ?? null, p99 = ft.p99_ms ?? null; // none: no order in the window
+    addPoint(now, s.rates.tickets_rendered, s.rates.orders_accepted, p50, p99);
     const lat = $("latency");
-    lat.dataset.p50 = ft.p50_ms === null || ft.p50_ms === undefined ? "" : ft.p50_ms;
-    lat.dataset.p99 = ft.p99_ms === null || ft.p99_ms === undefined ? "" : ft.p99_ms;
+    lat.dataset.p50 = p50 ?? "";
+    lat.dataset.p99 = p99 ?? "";
     lat.textContent = ft.orders
       ? "first ticket after the order (last 15 min, " + ft.orders + " orders): p50 " + secs(ft.p50_ms) +
         ", p99 " + secs(ft.p99_ms)
