@@ -8,7 +8,7 @@ import io
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import orjson
@@ -17,6 +17,9 @@ import websockets
 import zxingcpp
 from pymongo import MongoClient
 from ticketry_devstack.procs import Proc, Stack, ferretdb_proc, free_port, tool, wait_port
+
+if TYPE_CHECKING:
+    from tests.netns import Host
 
 
 async def ws_outcome(url: str) -> tuple[str, int | None]:
@@ -165,13 +168,18 @@ async def codes_of(api: httpx.AsyncClient, order: dict[str, Any], tok: str) -> l
     return out
 
 
-def start_api_of_its_own(stack: Stack, name: str, port: int, extra: dict[str, str]) -> Proc:
+def start_api_of_its_own(
+    stack: Stack, name: str, port: int, extra: dict[str, str], *, host: Host | None = None
+) -> Proc:
     """Another api process of ``stack`` on ``port`` with settings ``extra``, once it listens
-    (its log ``logs/<name>.log``)."""
-    env = stack.service_env({"TICKETRY_API_PORT": str(port), **extra})
-    proc = Proc(name, [tool("ticketry-api")], env, stack.data_dir / "logs" / f"{name}.log").start()
+    (its log ``logs/<name>.log``); inside ``host``, listening on its address, if given."""
+    listen = "127.0.0.1" if host is None else host.address
+    inside = {} if host is None else {"TICKETRY_API_HOST": listen}
+    env = stack.service_env({"TICKETRY_API_PORT": str(port), **inside, **extra})
+    argv = [tool("ticketry-api")]
+    proc = Proc(name, argv if host is None else host.argv(argv), env, stack.data_dir / "logs" / f"{name}.log").start()
     try:
-        wait_port(port, 60, proc.popen)
+        wait_port(port, 60, proc.popen, host=listen)
     except BaseException:
         proc.stop()
         raise

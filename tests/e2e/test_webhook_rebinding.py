@@ -35,10 +35,10 @@ from typing import Any
 
 import httpx
 import pytest
-from ticketry_devstack.procs import Proc, Stack, running, tool, wait_port
+from ticketry_devstack.procs import Proc, Stack, running
 
 from tests.conftest import TokenFactory
-from tests.helpers import bearer, create_event, eventually, place_order
+from tests.helpers import bearer, create_event, eventually, place_order, start_api_of_its_own
 from tests.netns import Host, can_make_hosts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -149,17 +149,8 @@ def api_url(host: Host, names: Names, tmp_path_factory: pytest.TempPathFactory) 
     )
     with running(stack):
         stack.start_infra()
-        env = stack.service_env(
-            {
-                "TICKETRY_REDIS_URL": f"redis://{host.gateway}:{stack.redis_port}/0",
-                "TICKETRY_API_HOST": host.address,
-            }
-        )
-        stack.procs["api"] = api = Proc(
-            "api", host.argv([tool("ticketry-api")]), env, stack.data_dir / "logs" / "api.log"
-        )
-        api.start()
-        wait_port(stack.api_port, 60, api.popen, host=host.address)
+        redis = {"TICKETRY_REDIS_URL": f"redis://{host.gateway}:{stack.redis_port}/0"}
+        stack.procs["api"] = start_api_of_its_own(stack, "api", stack.api_port, redis, host=host)
         yield f"http://{host.address}:{stack.api_port}"
 
 
