@@ -27,7 +27,7 @@ func (t ticket) String() string { return [...]string{"fresh", "admitted", "cance
 func step(state, in, out interface{}) (bool, interface{}) {
 	i, o := in.(input), out.(output).Status
 	switch i.Op {
-	case "reserve":
+	case "reserve", "hold": // a hold is an "ok" reserve: what an order cut off mid-way took
 		s, _ := state.(sold)
 		fits := int(s)+i.K <= i.Capacity
 		switch o {
@@ -41,10 +41,7 @@ func step(state, in, out interface{}) (bool, interface{}) {
 			}
 			return true, s
 		}
-	case "hold": // tickets an order cut off mid-way held (the ledger took them: they fitted)
-		s, _ := state.(sold)
-		return int(s)+i.K <= i.Capacity, s + sold(i.K)
-	case "release": // ...until the outbox sweep gave them back
+	case "release": // a hold given back by the outbox sweep
 		s, _ := state.(sold)
 		return int(s) >= i.K, s - sold(i.K)
 	case "checkin":
