@@ -16,11 +16,11 @@ from ticketry.codes import load_keyring
 from ticketry.db import StoreTraits, connect_mongo
 from ticketry.documents import Event, Order
 from ticketry.ids import new_id, ticket_ids
-from ticketry_api import orders
+from ticketry_api.adapters.trim import Trimmer
 from ticketry_api.core.problem import Problem
+from ticketry_api.service_layer import orders
 from ticketry_api.store import Store, ledger
 from ticketry_api.store.reads import POINT_READS
-from ticketry_api.trim import Trimmer
 from ticketry_devstack.procs import Stack
 
 from tests.chaos.support import db_of, mongo_of, redis_of, wait_until

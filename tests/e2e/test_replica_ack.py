@@ -1,6 +1,6 @@
 """An order acknowledged is an order kept: with ``TICKETRY_REDIS_MIN_REPLICAS=1``
 ``202`` comes only once a replica holds the order's Redis writes
-(``ticketry_api.replicas``); a stalled replica gets ``503`` + Retry-After, and a
+(``ticketry_api.adapters.replicas``); a stalled replica gets ``503`` + Retry-After, and a
 retry with the same Idempotency-Key gives exactly one order, reserved once.
 
 A real primary and replica (``tests.redis_pair``); the stack is pointed at the
@@ -23,8 +23,8 @@ import pytest
 from pymongo import AsyncMongoClient
 from ticketry import streams
 from ticketry.db import connect_redis
+from ticketry_api.adapters.replicas import replicated
 from ticketry_api.core.problem import Problem
-from ticketry_api.replicas import replicated
 from ticketry_devstack.procs import Stack, start_stack
 
 from tests.conftest import SHOP_ORIGIN, TokenFactory

@@ -29,8 +29,8 @@ from ticketry.documents import Event, Order
 from ticketry.events import decode_render_request
 from ticketry.ids import new_id, ticket_ids
 from ticketry.settings import DEV_JWT_SECRET
-from ticketry_api import orders
 from ticketry_api.core.problem import Problem
+from ticketry_api.service_layer import orders
 from ticketry_api.store import Store
 from ticketry_api.store.reads import POINT_READS_UP_TO
 from ticketry_devstack.procs import Stack

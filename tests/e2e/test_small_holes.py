@@ -15,7 +15,7 @@ import pytest
 from playwright.async_api import expect
 from ticketry.db import connect_mongo
 from ticketry.documents import ScanAnswer
-from ticketry_api.checkins import forget_old_nonces
+from ticketry_api.service_layer.checkins import forget_old_nonces
 from ticketry_api.store import Store
 from ticketry_devstack.procs import Stack
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from ticketry.codes import load_keyring
-from ticketry_api.cli import main
+from ticketry_api.ctl import main
 
 TICKET = "tk_" + "1" * 20 + "_00000"
 

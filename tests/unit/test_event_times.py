@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from pydantic import ValidationError
-from ticketry_api.schemas import EventIn
+from ticketry_api.http.schemas import EventIn
 
 BASE: dict[str, Any] = {
     "name": "Show", "venue": "Hall", "starts_at": "2027-06-01T20:00:00+02:00",

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 from ticketry import streams
-from ticketry_api import orders
+from ticketry_api.service_layer import orders
 
 EVENT = "ev_" + "ab" * 10
 ORDER = "or_" + "cd" * 10

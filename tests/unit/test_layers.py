@@ -303,3 +303,43 @@ def test_each_kind_of_edge_is_in_its_folder(folder: str, what: str) -> None:
     stray = {m: found for m in api_modules(outside=(folder,)) if (found := _defines(m, what))}
     assert not stray, f"a {what} outside {folder}/: {stray}"
     assert all(_defines(m, what) for m in in_folder(folder) if not m.endswith("__init__")), f"{folder}/ holds no {what}"
+
+
+# The api's top holds its entry point, its dependencies and its settings; every
+# other module is in the folder of its layer (docs/design.md).
+API_TOP = {"ticketry_api", "ticketry_api.main", "ticketry_api.deps", "ticketry_api.config"}
+
+
+def test_nothing_lies_loose_at_the_api_top() -> None:
+    loose = {m for m in modules_in("ticketry_api") if m.count(".") == 1 and not is_package(m)}
+    assert loose, "no module found at the api's top (main.py must be there)"
+    assert loose <= API_TOP, f"loose at ticketry_api's top: {sorted(loose - API_TOP)}: put each in its layer's folder"
+
+
+def _room(module: str) -> str:
+    """Where a module of the api stands: its folder under the top, or the top module itself."""
+    return module.split(".")[1] if module.count(".") >= 1 else module
+
+
+def test_the_api_folders_import_each_other_one_way() -> None:
+    """Folders (and the three top modules) form layers: no two import each other,
+    directly or through others, so each stands on a floor of its own."""
+    rooms: dict[str, set[str]] = {}
+    for m in modules_in("ticketry_api"):
+        if m == "ticketry_api":
+            continue
+        to = {_room(n) for n in imported(m) if n.startswith("ticketry_api.")}
+        rooms.setdefault(_room(m), set()).update(to - {_room(m)})
+    assert {"core", "store", "routes", "main"} <= rooms.keys()
+    assert rooms["main"], "main imports nothing of the api: the import reading is broken"
+
+    def climbs(start: str, seen: tuple[str, ...]) -> tuple[str, ...] | None:
+        for nxt in sorted(rooms.get(seen[-1], ())):
+            if nxt == start:
+                return (*seen, nxt)
+            if nxt not in seen and (loop := climbs(start, (*seen, nxt))):
+                return loop
+        return None
+
+    loops = {r: loop for r in rooms if (loop := climbs(r, (r,)))}
+    assert not loops, f"the api's folders import each other in a loop: {' -> '.join(next(iter(loops.values())))}"

@@ -9,7 +9,7 @@ import pytest
 from ticketry import fonts
 from ticketry_api.core.names import NAMES_INLINE, NameLimits, check_names
 from ticketry_api.core.problem import Problem
-from ticketry_api.orders import check_names_within
+from ticketry_api.service_layer.orders import check_names_within
 
 NAMES = {f"Holder {i:03d}" for i in range(100)}
 

@@ -25,9 +25,9 @@ from ticketry.ids import is_valid_id, new_id, ticket_id
 from ticketry_api.config import ApiSettings
 from ticketry_api.core.problem import PROBLEM_BASE
 from ticketry_api.main import create_app
-from ticketry_api.openapi_doc import PATH_IDS
-from ticketry_api.openapi_examples import EXAMPLES
-from ticketry_api.openapi_problems import BLANK
+from ticketry_api.openapi.doc import PATH_IDS
+from ticketry_api.openapi.examples import EXAMPLES
+from ticketry_api.openapi.problems import BLANK
 
 APP = create_app(ApiSettings(dev_mode=True))
 DOC: dict[str, Any] = APP.openapi()

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from ticketry.events import TicketEvent
 from ticketry.streams import sortable_stream_id as event_key
-from ticketry_api.projector import Fold
-from ticketry_api.readmodel import completed_status
+from ticketry_api.adapters.readmodel import completed_status
+from ticketry_api.loops.projector import Fold
 
 AT = datetime(2027, 6, 1, 19, 30, tzinfo=UTC)
 

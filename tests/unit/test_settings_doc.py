@@ -16,12 +16,12 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 from ticketry.auth import JwtSettings
 from ticketry.settings import CommonSettings, ServingSettings
+from ticketry_api.adapters.ratelimit import RateSettings
 from ticketry_api.config import ApiSettings
 from ticketry_api.ctl.common import CtlSettings
-from ticketry_api.devices import DeviceSettings
 from ticketry_api.mail.config import MailSettings
 from ticketry_api.middleware.security import CorsSettings
-from ticketry_api.ratelimit import RateSettings
+from ticketry_api.service_layer.devices import DeviceSettings
 from ticketry_api.wallet.config import WalletSettings
 from ticketry_api.web.links import LinkSettings
 from ticketry_api.webhooks.config import WebhookSettings

@@ -19,10 +19,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from ticketry.codes import Keyring, load_keyring, rotate_key
 from ticketry.documents import Event, Tier
+from ticketry_api.adapters.readmodel import TicketOf
 from ticketry_api.core.google_wallet import SAVE_URL, save_url
 from ticketry_api.core.pkpass import build_pkpass
 from ticketry_api.core.wallet import WalletTicket
-from ticketry_api.readmodel import TicketOf
 from ticketry_api.wallet import Wallet, WalletSettings, wallet_ticket
 from ticketry_devstack.walletca import dev_wallet_env
 

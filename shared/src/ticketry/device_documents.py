@@ -1,5 +1,5 @@
 """Scanner devices an organiser pairs with a check-in list, and their
-one-time pairing codes (``ticketry_api.devices``).
+one-time pairing codes (``ticketry_api.service_layer.devices``).
 
 Kept apart from ``documents`` like the webhooks' schema; ``documents.ALL_DOCUMENTS``
 lists both. No secret is stored: a device's secret and a pairing code are kept

@@ -21,7 +21,7 @@ TicketStatus = Literal["queued", "rendered", "failed", "checked_in", "cancelled"
 # What buyers see (docs/contract.md, plus ``cancelled``).
 PublicOrderStatus = Literal["processing", "completed", "partially_failed", "failed", "cancelled"]
 # ``abandoned``: a tombstone the outbox sweep writes for a reservation whose order
-# never got recorded (see ``ticketry_api.orders``); no owner, no tickets, never shown.
+# never got recorded (see ``ticketry_api.service_layer.orders``); no owner, no tickets, never shown.
 OrderStatus = Literal[PublicOrderStatus, "abandoned"]
 # A waiting room's default for what one queue permission may order (an event's
 # ``max_tickets_per_permission``): enough for a family or a group of friends,
@@ -319,7 +319,7 @@ class ScanAnswer(Document):
 
     class Settings:
         name = "scan_answers"
-        # The sweep of expired nonces deletes by ``at`` (ticketry_api.checkins).
+        # The sweep of expired nonces deletes by ``at`` (ticketry_api.service_layer.checkins).
         query_indexes: ClassVar[list[pymongo.IndexModel]] = [pymongo.IndexModel([("at", 1)])]
 
 

@@ -3,7 +3,7 @@
 Events, orders and check-in lists have random ids (``ev_…``, ``or_…``, ``cl_…``). A ticket's id is its
 order's plus its place in the order (``tk_<order>_<nnnnn>``), so a ticket needs no
 document of its own to be found: its order holds everything a ticket is (see
-``ticketry_api.readmodel``). Ticket ids are not secrets (a QR code carries a
+``ticketry_api.adapters.readmodel``). Ticket ids are not secrets (a QR code carries a
 signed code, never derived from the id), and only the order's owner can see one.
 """
 

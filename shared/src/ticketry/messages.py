@@ -29,7 +29,7 @@ Service = Literal["api", "renderer", "projector", "notifier", "scaler", "webhook
 SERVICES: Final[dict[Service, str]] = {
     "api": "The api (ticketry_api): orders, the outbox sweep, event routes, the waiting room's admitter.",
     "renderer": "The renderer (ticketry_renderer): FastStream subscribers on the render lanes and design requests.",
-    "projector": "The api's projector (ticketry_api.projector): folds ticket events into the read models.",
+    "projector": "The api's projector (ticketry_api.loops.projector): folds ticket events into the read models.",
     "notifier": "The notifier (ticketry_notifier): WebSocket pushes of order progress and waiting-room places.",
     "scaler": "The scaler (ticketry_scaler): the leader's replica decisions.",
     "webhooks": "The api's webhook dispatcher and sender (ticketry_api.webhooks).",

@@ -48,7 +48,7 @@ Stream ids
 ``<ms>-<seq>``, two unsigned 64-bit numbers. :func:`stream_key` reads one Redis
 gave us as ``(ms, seq)``, which sorts like the id (the projector, the notifier);
 :func:`parse_stream_id` is the strict reader for one a client sent (``after=``).
-The trim script (``ticketry_api.trim``) compares ids in Lua with its own reader.
+The trim script (``ticketry_api.adapters.trim``) compares ids in Lua with its own reader.
 
 Keys
 ----
@@ -79,7 +79,7 @@ the ``PROGRESS_*`` constants)
 ``ticketry:orders:in-flight`` (sorted set: ``<order id> <event id> <quantity> <tier> <owner>``, score ms)
     The api's outbox. An order is added before its capacity is reserved and
     removed by the MULTI/EXEC that appends its render requests; what stays past
-    the grace is the outbox sweep's work (see ``ticketry_api.orders``). Whoever
+    the grace is the outbox sweep's work (see ``ticketry_api.service_layer.orders``). Whoever
     removes the member of an order that will not exist gives back its ``held``
     count in the same script, so that happens once.
 ``ticketry:orders:accepted`` (integer)
@@ -91,12 +91,12 @@ the ``PROGRESS_*`` constants)
     The re-issues' outbox: added before a re-issue's insert, removed once its
     render request is on the fast lane; what stays past the grace, the outbox
     sweep renders again if that version is still the ticket's newest
-    (``ticketry_api.reissue``).
+    (``ticketry_api.service_layer.reissue``).
 ``ticketry:scaler:leader`` (string: holder + fencing token)
     Scaler leadership lock, TTL ``LEADER_TTL_S``.
 ``ticketry:scaler:fence`` (integer) — fencing token counter, no TTL.
 ``ticketry:replica:fence`` (integer) — written (INCR) right before a ``WAIT``
-    (``ticketry_api.replicas``): a replica that acknowledged it holds every write
+    (``ticketry_api.adapters.replicas``): a replica that acknowledged it holds every write
     made before it, whichever connection made them. No TTL; one small key.
 ``ticketry:ratelimit:{scope}:{user}`` (integer) — fixed-window counter, TTL = window.
 ``ticketry:design:{digest}`` (string: a renderer's serialized stamping template)
@@ -356,7 +356,7 @@ def design_lock(digest: str) -> str:
 #     ``order.completed`` / ``order.cancelled`` into one delivery per endpoint of
 #     the order's event. Created at the stream's end (``$``) the first time, so a
 #     first deploy does not replay a day of events; trimming keeps what it still
-#     owes like any group's (``ticketry_api.trim``).
+#     owes like any group's (``ticketry_api.adapters.trim``).
 # ``ticketry:webhooks:deliveries`` (stream; fields: ``ticketry_api.webhooks.models.Delivery``)
 #     One entry per attempt to deliver one message to one endpoint. Consumer group
 #     ``webhook-senders`` (every api). Each entry is acked and deleted (XDEL) in the

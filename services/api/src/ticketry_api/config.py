@@ -123,7 +123,7 @@ class ApiSettings(ServingSettings):
     api_redis_wait_s: float = Field(
         default=2.0, gt=0, description="how long a request waits for a free Redis connection before it fails"
     )
-    # What an answer promises survives the primary's loss (replicas.py): a write
+    # What an answer promises survives the primary's loss (adapters/replicas.py): a write
     # that would lose work is answered only once this many replicas acknowledged
     # it (Redis WAIT), else 503 with Retry-After. 0: no WAIT (one host).
     redis_min_replicas: int = Field(
@@ -169,7 +169,7 @@ class ApiSettings(ServingSettings):
     )  # fmt: skip
 
     # A scan's nonce keeps its first answer for an offline scanner's re-upload
-    # (checkins.py) this long; a periodic sweep deletes older ones (FerretDB v1
+    # (service_layer/checkins.py) this long; a periodic sweep deletes older ones (FerretDB v1
     # has no TTL index). A week: a scanner offline through a multi-day festival
     # still uploads its queue days later and gets the answers it was given.
     checkin_nonce_ttl_s: int = Field(

@@ -14,11 +14,12 @@ from ticketry.codes import Keyring
 from ticketry.pdfstores import open_store
 from ticketry.storage import PdfStore
 
-from ticketry_api import devices, ratelimit
+from ticketry_api.adapters import ratelimit
 from ticketry_api.config import ApiSettings
 from ticketry_api.core.devices import scope_parts
 from ticketry_api.core.problem import Problem
 from ticketry_api.middleware.shedding import VERIFIED
+from ticketry_api.service_layer import devices
 from ticketry_api.store import Store
 from ticketry_api.wallet import Wallet
 from ticketry_api.web.joins import Joins

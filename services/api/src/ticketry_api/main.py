@@ -23,26 +23,29 @@ from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
-from ticketry_api import errors, mail, openapi_doc, retention, waitingroom, webhooks
-from ticketry_api.checkins import forget_old_nonces
+from ticketry_api import mail, waitingroom, webhooks
+from ticketry_api.adapters import retention
+from ticketry_api.adapters.ratelimit import RateSettings
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
+from ticketry_api.http import errors
+from ticketry_api.loops.outbox import sweep_outbox
+from ticketry_api.loops.projector import run_projector
 from ticketry_api.middleware.bodies import BodyDeadline, BodyLimit
 from ticketry_api.middleware.budget import DependencyBudget
 from ticketry_api.middleware.metrics import MULTIPROC_ENV, RequestMetrics, mark_process
 from ticketry_api.middleware.security import CorsSettings, SecurityHeaders
 from ticketry_api.middleware.shedding import OrderGate, OrderSlots, Shedding, bounded_redis
+from ticketry_api.openapi import doc as openapi_doc
 from ticketry_api.ops import throughput
-from ticketry_api.outbox import sweep_outbox
-from ticketry_api.projector import run_projector
-from ticketry_api.ratelimit import RateSettings
-from ticketry_api.reissue import sweep_reissues
 from ticketry_api.routes import asyncapi as asyncapi_routes
 from ticketry_api.routes import checkins, devices, downloads, events, health, orders, scanner, tickets
 from ticketry_api.routes import ops as ops_routes
 from ticketry_api.routes import pages as page_routes
 from ticketry_api.routes import waitingroom as waitingroom_routes
 from ticketry_api.routes import webhooks as webhook_routes
+from ticketry_api.service_layer.checkins import forget_old_nonces
+from ticketry_api.service_layer.reissue import sweep_reissues
 from ticketry_api.store import Store
 from ticketry_api.wallet import Wallet, WalletSettings
 from ticketry_api.web.links import LinkSettings
@@ -108,11 +111,11 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         tasks.append(
             asyncio.create_task(waitingroom.run(redis, store, app.state.shedding, settings, stop))
         )  # admission
-        if settings.pdf_retention_days:  # PDFs of past events (retention.py)
+        if settings.pdf_retention_days:  # PDFs of past events (adapters/retention.py)
             pdfs = app.state.ticketry.pdf_store()
             sweep = functools.partial(retention.sweep, redis, store, pdfs, settings.pdf_retention_days)
             tasks.append(asyncio.create_task(_every(settings.pdf_retention_interval_s, stop, "retention sweep", sweep)))
-        forget = functools.partial(forget_old_nonces, store, settings.checkin_nonce_ttl_s)  # checkins.py
+        forget = functools.partial(forget_old_nonces, store, settings.checkin_nonce_ttl_s)  # service_layer/checkins.py
         tasks.append(asyncio.create_task(_every(settings.checkin_nonce_sweep_s, stop, "nonce sweep", forget)))
         every = settings.ops_history_interval_s  # the console's throughput of the last 15 minutes
         keep = functools.partial(throughput.sample, redis, every)

@@ -1,5 +1,5 @@
 """The rule of a cancel: an order's fate is decided once, by its cancel or
-the first admission of one of its tickets (``ticketry_api.cancel`` has the
+the first admission of one of its tickets (``ticketry_api.service_layer.cancel`` has the
 steps that follow a cancel that won)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rules of a scan at a door, as answers: which outcome an answer is,
 the refusals (one answer for every code that is no ticket), whether a
 ticket belongs on a list, and how long a nonce's answer is kept
-(``ticketry_api.checkins`` judges a scan through the store)."""
+(``ticketry_api.service_layer.checkins`` judges a scan through the store)."""
 
 from __future__ import annotations
 

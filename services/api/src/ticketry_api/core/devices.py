@@ -1,5 +1,5 @@
 """Scanner devices, the pure part: pairing codes, device secrets, their
-hashes and the access token's scope. I/O is in ``ticketry_api.devices`` and ``store.devices``.
+hashes and the access token's scope. I/O is in ``ticketry_api.service_layer.devices`` and ``store.devices``.
 
 A device is paired once with a **pairing code** (12 characters of Crockford's
 base32, 60 bits, shown as ``ABCD-EFGH-JKMN``; short-lived and single use),

@@ -1,6 +1,6 @@
 """A door's tickets, page by page: positions in a list of a check-in list's
 tickets, expanding orders into one page, and a ticket's status at the door
-(``ticketry_api.door_tickets`` reads the orders and admissions); which
+(``ticketry_api.service_layer.door_tickets`` reads the orders and admissions); which
 revoked codes an offline scanner's ``since`` asks for."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The rules of placing an order, as answers: what a buyer may ask for, when
 an Idempotency-Key replays the first order, and the refusals on the way
-(``ticketry_api.orders`` does the reading and writing around them)."""
+(``ticketry_api.service_layer.orders`` does the reading and writing around them)."""
 
 from __future__ import annotations
 

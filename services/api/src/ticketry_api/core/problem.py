@@ -1,6 +1,6 @@
 """The domain's refusal: a :class:`Problem` names what went wrong in the words
 of RFC 9457 (status, title, detail, a ``type`` a client tells apart). The
-edge (``ticketry_api.errors``) answers it as problem+json."""
+edge (``ticketry_api.http.errors``) answers it as problem+json."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The rules of a re-issue to another holder: which ticket may be re-issued,
 its next version, and what a scan of a code it replaced answers
-(``ticketry_api.reissue`` does the I/O)."""
+(``ticketry_api.service_layer.reissue`` does the I/O)."""
 
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ from ticketry.db import connect_mongo, connect_redis
 from ticketry.redis_ha import DEFAULT_MASTER, PrimaryNotFound, RedisTarget, find_primary, parse_sentinels
 from ticketry.settings import load_settings
 
+from ticketry_api.adapters.replicas import replicated
 from ticketry_api.core.problem import Problem
-from ticketry_api.replicas import replicated
 
 T = TypeVar("T")
 

@@ -40,8 +40,8 @@ from ticketry.db import connect_mongo, entries_of
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.replies import as_text
 
-from ticketry_api import projector
 from ticketry_api.ctl.common import JsonOpt, console, err, fail, print_json, redis_client, run, settings
+from ticketry_api.loops import projector
 from ticketry_api.store import Store
 
 BATCH = 2000
@@ -199,7 +199,7 @@ def nothing_removed(info: dict[str, Any]) -> bool:
 
     ``entries-added`` counts every entry ever appended, ``length`` those left.
     Not ``max-deleted-entry-id``: only XDEL sets it, and the stream is trimmed
-    with XTRIM MINID (``ticketry_api.trim``), which leaves it at 0-0
+    with XTRIM MINID (``ticketry_api.adapters.trim``), which leaves it at 0-0
     (https://redis.io/docs/latest/commands/xinfo-stream/). Without
     ``entries-added`` (Redis before 7.0) the answer is no: older documents are
     then judged by their time.

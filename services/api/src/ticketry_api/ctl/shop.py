@@ -21,8 +21,8 @@ from ticketry.auth import MAX_ID_CLAIM, ROLES, Role, issue_token
 from ticketry.backoff import backoff_ceiling
 from ticketry.settings import DEV_JWT_SECRET
 
+from ticketry_api.adapters.readmodel import completed_status
 from ticketry_api.ctl.common import JsonOpt, console, err, fail, print_json, run, settings
-from ticketry_api.readmodel import completed_status
 
 tokens = typer.Typer(help="Bearer tokens (dev mode only).", no_args_is_help=True)
 events = typer.Typer(help="Events, through the API.", no_args_is_help=True)

@@ -9,7 +9,7 @@ from prometheus_client import Counter, Gauge
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ticketry_api.errors import problem_response
+from ticketry_api.http.errors import problem_response
 
 
 class BodyLimit:

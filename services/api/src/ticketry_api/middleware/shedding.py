@@ -47,7 +47,7 @@ from ticketry.auth import AuthError, UnboundStaffError, bearer_of
 from ticketry.db import connect_redis
 from ticketry.redis_ha import RedisTarget
 
-from ticketry_api.errors import PROBLEM
+from ticketry_api.http.errors import PROBLEM
 
 SHED = Counter("ticketry_orders_shed", "POST /v1/orders answered 503 at once: past the in-flight bound and queue")
 # With several workers (TICKETRY_API_WORKERS) a scrape sums the live workers' gauges.

@@ -1,4 +1,4 @@
-"""/v1/checkins — a scan on a check-in list (see ``ticketry_api.checkins``); the scanners' public keys."""
+"""/v1/checkins — a scan on a check-in list (see ``ticketry_api.service_layer.checkins``); the scanners' public keys."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from fastapi.responses import JSONResponse
 from ticketry.auth import Principal
 from ticketry.codes import rotate_key
 
-from ticketry_api import checkins
+from ticketry_api.adapters.renders import request_upcoming_designs
 from ticketry_api.deps import State, rate_limited, require
-from ticketry_api.errors import PROBLEM, problems
+from ticketry_api.http.errors import PROBLEM, problems
+from ticketry_api.http.schemas import CheckinIn, CheckinOut, SigningKeysOut
 from ticketry_api.middleware import metrics
-from ticketry_api.renders import request_upcoming_designs
-from ticketry_api.schemas import CheckinIn, CheckinOut, SigningKeysOut
+from ticketry_api.service_layer import checkins
 
 router = APIRouter(prefix="/v1/checkins", tags=["checkins"])
 

@@ -31,13 +31,13 @@ from ticketry.device_documents import DevicePairing, ScanDevice
 from ticketry.documents import utcnow
 from ticketry.ids import new_id
 
-from ticketry_api import devices
 from ticketry_api.core import devices as rules
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, require
-from ticketry_api.errors import problems
-from ticketry_api.events_read import own_event
-from ticketry_api.schemas import Name, id_pattern
+from ticketry_api.edge.events_read import own_event
+from ticketry_api.http.errors import problems
+from ticketry_api.http.schemas import Name, id_pattern
+from ticketry_api.service_layer import devices
 
 router = APIRouter(tags=["devices"])
 Organizer = Annotated[Principal, Depends(require("organizer"))]

@@ -10,10 +10,10 @@ from fastapi.responses import Response
 from ticketry.auth import Principal
 
 from ticketry_api.deps import State
-from ticketry_api.errors import problems
-from ticketry_api.order_links import owner_or_link
-from ticketry_api.orders_read import order_of_buyer
-from ticketry_api.pdf_answers import joined_pdf
+from ticketry_api.edge.order_links import owner_or_link
+from ticketry_api.edge.orders_read import order_of_buyer
+from ticketry_api.edge.pdf_answers import joined_pdf
+from ticketry_api.http.errors import problems
 from ticketry_api.web.pdfs import PART_SIZE
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])

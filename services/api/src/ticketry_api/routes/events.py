@@ -13,17 +13,17 @@ from ticketry.auth import Principal
 from ticketry.documents import CheckinList, Event, Tier
 from ticketry.ids import is_valid_id, new_id
 
-from ticketry_api import ratelimit
+from ticketry_api.adapters import ratelimit
+from ticketry_api.adapters.renders import request_designs
 from ticketry_api.core import cursors
 from ticketry_api.core.ledger import Head
 from ticketry_api.core.pricing import minor_to_decimal
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State, rate_limited, require
-from ticketry_api.errors import problems
-from ticketry_api.events_read import own_event
-from ticketry_api.orders_read import order_summary
-from ticketry_api.renders import request_designs
-from ticketry_api.schemas import (
+from ticketry_api.edge.events_read import own_event
+from ticketry_api.edge.orders_read import order_summary
+from ticketry_api.http.errors import problems
+from ticketry_api.http.schemas import (
     CheckinListIn,
     CheckinListOut,
     EventIn,

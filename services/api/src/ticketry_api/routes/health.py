@@ -11,7 +11,7 @@ from ticketry.redis_ha import PrimaryNotFound
 
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State
-from ticketry_api.errors import problems
+from ticketry_api.http.errors import problems
 from ticketry_api.middleware.metrics import exposition, scrape_refusal
 
 router = APIRouter(tags=["health"])

@@ -20,10 +20,10 @@ from pydantic import BaseModel, Field
 from ticketry import streams
 from ticketry.auth import Principal
 
+from ticketry_api.adapters.replicas import replicated
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, require
 from ticketry_api.ops import audit, feed, render_dead, throughput
-from ticketry_api.replicas import replicated
 from ticketry_api.web.assets import load_assets
 from ticketry_api.webhooks import deadletters as webhook_dead
 

@@ -8,18 +8,16 @@ from fastapi import APIRouter, Depends, Header, Query
 from ticketry.auth import Principal
 from ticketry.tracing import tracer
 
-from ticketry_api import cancel
+from ticketry_api.adapters.readmodel import order_outcome, order_ticket_statuses
+from ticketry_api.adapters.replicas import replicated
 from ticketry_api.core import cursors
 from ticketry_api.core.names import NameLimits
 from ticketry_api.core.pricing import unit_price_of
 from ticketry_api.core.waitingroom import permission_key
 from ticketry_api.deps import State, rate_limited, require
-from ticketry_api.errors import problems
-from ticketry_api.orders import place_order
-from ticketry_api.orders_read import order_summary, progress_url, tickets_of, visible_order
-from ticketry_api.readmodel import order_outcome, order_ticket_statuses
-from ticketry_api.replicas import replicated
-from ticketry_api.schemas import (
+from ticketry_api.edge.orders_read import order_summary, progress_url, tickets_of, visible_order
+from ticketry_api.http.errors import problems
+from ticketry_api.http.schemas import (
     CancelOut,
     OrderAccepted,
     OrderIn,
@@ -28,6 +26,8 @@ from ticketry_api.schemas import (
     Page,
     TicketRef,
 )
+from ticketry_api.service_layer import cancel
+from ticketry_api.service_layer.orders import place_order
 from ticketry_api.waitingroom.gate import OrderGate
 from ticketry_api.web.links import status_page_url
 

@@ -26,9 +26,10 @@ from pydantic import BaseModel
 from ticketry.auth import QUEUE_SCOPE, Principal
 from ticketry.ids import is_valid_id, order_of_ticket, ticket_id
 
+from ticketry_api.adapters.readmodel import TicketOf, order_outcome, order_ticket_statuses, ticket_of
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State
-from ticketry_api.order_links import (
+from ticketry_api.edge.order_links import (
     LINK_COOKIE,
     bearer_scheme,
     bearer_token,
@@ -37,12 +38,11 @@ from ticketry_api.order_links import (
     link_reader,
     page_reader,
 )  # fmt: skip
-from ticketry_api.orders_read import order_of_buyer, progress_url
-from ticketry_api.pdf_answers import joined_pdf, pdf_answer
-from ticketry_api.readmodel import TicketOf, order_outcome, order_ticket_statuses, ticket_of
+from ticketry_api.edge.orders_read import order_of_buyer, progress_url
+from ticketry_api.edge.pdf_answers import joined_pdf, pdf_answer
+from ticketry_api.edge.wallet_answers import google_answer, pkpass_answer
 from ticketry_api.waitingroom import rooms
 from ticketry_api.waitingroom.places import QueuePlace, place_of
-from ticketry_api.wallet.answers import google_answer, pkpass_answer
 from ticketry_api.web.assets import SCAN_PAGE_CSP, SCAN_WORKER_CSP, Asset, load_assets, order_page_csp
 from ticketry_api.web.pdfs import PART_SIZE
 

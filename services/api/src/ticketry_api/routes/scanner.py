@@ -2,7 +2,7 @@
 offline (as pretixSCAN does): the rules of its check-in list, and the orders of
 its event that were cancelled (their tickets no longer admit). With the public
 keys (``GET /v1/checkins/keys``) that is everything a bound code is judged by;
-the list's tickets (``ticketry_api.door_tickets``) add whom it admits: the
+the list's tickets (``ticketry_api.service_layer.door_tickets``) add whom it admits: the
 holder's name and tier, shown when the scanner is offline."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from ticketry.auth import Principal
 from ticketry.documents import Event, utcnow
 from ticketry.ids import is_valid_id
 
-from ticketry_api import checkins, door_tickets
 from ticketry_api.core import cursors, door
 from ticketry_api.core.checkins import inside_now
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, rate_limited
-from ticketry_api.errors import problems
-from ticketry_api.schemas import CheckinListOut, CheckinListStatusOut, Since
+from ticketry_api.http.errors import problems
+from ticketry_api.http.schemas import CheckinListOut, CheckinListStatusOut, Since
+from ticketry_api.service_layer import checkins, door_tickets
 
 router = APIRouter(tags=["checkins"])
 # Every read here counts against the caller's ``reads`` limit (429 over it).

@@ -8,16 +8,16 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from ticketry.auth import Principal
 
-from ticketry_api import reissue
+from ticketry_api.adapters.readmodel import TicketOf, ticket_of
 from ticketry_api.core.pkpass import MEDIA_TYPE
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import State, rate_limited
-from ticketry_api.errors import problems
-from ticketry_api.pdf_answers import live_ticket_status, pdf_answer
-from ticketry_api.readmodel import TicketOf, ticket_of
-from ticketry_api.schemas import ReissueIn, ReissueOut, TicketOut
+from ticketry_api.edge.pdf_answers import live_ticket_status, pdf_answer
+from ticketry_api.edge.wallet_answers import pkpass_answer, wallet_links
+from ticketry_api.http.errors import problems
+from ticketry_api.http.schemas import ReissueIn, ReissueOut, TicketOut
+from ticketry_api.service_layer import reissue
 from ticketry_api.store import Store
-from ticketry_api.wallet.answers import pkpass_answer, wallet_links
 
 router = APIRouter(prefix="/v1/tickets", tags=["tickets"])
 Reader = Annotated[Principal, Depends(rate_limited("reads", "buyer", "organizer", "staff"))]

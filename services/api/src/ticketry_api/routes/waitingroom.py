@@ -14,7 +14,7 @@ from ticketry.ids import is_valid_id
 
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState, State, require
-from ticketry_api.errors import problems
+from ticketry_api.http.errors import problems
 from ticketry_api.ops import audit, sales
 from ticketry_api.waitingroom import rooms
 from ticketry_api.waitingroom.places import QueuePlace, closed_problem, place_of

@@ -22,8 +22,8 @@ from ticketry.webhook_documents import WEBHOOK_TYPES, WebhookEndpoint, WebhookTy
 from ticketry_api.core.problem import Problem
 from ticketry_api.core.signing import new_secret
 from ticketry_api.deps import State, require
-from ticketry_api.errors import problems
-from ticketry_api.events_read import own_event
+from ticketry_api.edge.events_read import own_event
+from ticketry_api.http.errors import problems
 from ticketry_api.webhooks import index
 from ticketry_api.webhooks.config import WebhookSettings
 from ticketry_api.webhooks.destinations import RefusedDestination, check_destination

@@ -1,6 +1,6 @@
 """Orders' fates in the store: decided once, by a unique insert under the
 order's id (on any MongoDB-wire store; FerretDB v1 applies no conditional
-update atomically), never written back (see ``ticketry_api.cancel``)."""
+update atomically), never written back (see ``ticketry_api.service_layer.cancel``)."""
 
 from __future__ import annotations
 

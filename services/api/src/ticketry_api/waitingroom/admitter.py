@@ -16,10 +16,10 @@ from redis.asyncio import Redis
 from ticketry.documents import Event
 from ticketry.tasks import pause
 
+from ticketry_api.adapters.replicas import ReplicaSettings, replicated
 from ticketry_api.core import waitingroom
 from ticketry_api.core.problem import Problem
 from ticketry_api.middleware.shedding import Shedding
-from ticketry_api.replicas import ReplicaSettings, replicated
 from ticketry_api.store import Store
 from ticketry_api.waitingroom import rooms
 

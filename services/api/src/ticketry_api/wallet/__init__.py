@@ -17,11 +17,11 @@ from ticketry.codes import Keyring
 from ticketry.documents import Event
 from ticketry.storage import PdfStore
 
+from ticketry_api.adapters.readmodel import TicketOf
 from ticketry_api.core.google_wallet import GoogleIssuer
 from ticketry_api.core.pkpass import PassIssuer, build_pkpass, pass_version
 from ticketry_api.core.problem import Problem
 from ticketry_api.core.wallet import WalletTicket
-from ticketry_api.readmodel import TicketOf
 from ticketry_api.wallet.config import WalletSettings
 
 __all__ = ["Wallet", "WalletSettings"]

@@ -20,7 +20,7 @@ from ticketry.events import DecodeError, TicketEvent
 from ticketry.replies import as_text
 from ticketry.webhook_documents import WebhookType
 
-from ticketry_api.readmodel import completed_status
+from ticketry_api.adapters.readmodel import completed_status
 
 
 def message_id(event_id: str, order_id: str, type: WebhookType, fact: str = "") -> str:

@@ -11,7 +11,7 @@ crash only in the way said:
    fast (vip) lane: the renderer replaces the PDF and announces
    ``ticket.reissued`` once, without touching its order's counters.
 
-An outbox guards step 2 as ``ticketry_api.orders``'s guards an order's: the
+An outbox guards step 2 as ``ticketry_api.service_layer.orders``'s guards an order's: the
 member ``<ticket>@<version>`` is added to ``REISSUES_IN_FLIGHT`` before the
 insert and removed once the request is on the stream. An api that dies in
 between leaves it there, and the outbox sweep (``sweep_reissues``, every api)
@@ -27,36 +27,54 @@ code of an older one answers 409 ``revoked``.
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from redis.asyncio import Redis
 from ticketry import streams
 from ticketry.auth import Principal
+from ticketry.codes import Keyring
 from ticketry.documents import Event, Order, TicketIssue
 from ticketry.events import RenderRequest
 from ticketry.ids import order_of_ticket
 from ticketry.replies import as_text
-from ticketry.storage import StorageUnavailable
+from ticketry.storage import PdfStore, StorageUnavailable
 from ticketry.streams import done_member
 
+from ticketry_api.adapters.readmodel import TicketOf, ticket_of
+from ticketry_api.adapters.renders import ticket_request
+from ticketry_api.config import ApiSettings
 from ticketry_api.core.names import NameLimits
 from ticketry_api.core.pricing import unit_price_of
 from ticketry_api.core.problem import Problem
 from ticketry_api.core.reissue import lost_race, next_version
-from ticketry_api.deps import AppState
-from ticketry_api.orders import check_names_within, now_ms
-from ticketry_api.outbox import SWEEP_BATCH
-from ticketry_api.readmodel import TicketOf, ticket_of
-from ticketry_api.renders import ticket_request
+from ticketry_api.service_layer.orders import SWEEP_BATCH, check_names_within, now_ms
+from ticketry_api.store import Store
 from ticketry_api.store.tickets import issue_id
 
 log = logging.getLogger(__name__)
+
+
+class ReissueState(Protocol):
+    """What a re-issue uses of the process's state (``ticketry_api.deps.AppState`` is one)."""
+
+    @property
+    def settings(self) -> ApiSettings: ...
+    @property
+    def redis(self) -> Redis: ...
+    @property
+    def keyring(self) -> Keyring: ...
+    @property
+    def store(self) -> Store: ...
+    def pdf_store(self) -> PdfStore: ...
 
 
 def _key_retired() -> Problem:
     return Problem(409, "re-issue unavailable", "the key this ticket was issued under no longer signs")
 
 
-def _request(state: AppState, t: TicketOf, order: Order, event: Event, holder_name: str, version: int) -> RenderRequest:
+def _request(
+    state: ReissueState, t: TicketOf, order: Order, event: Event, holder_name: str, version: int
+) -> RenderRequest:
     where = order_of_ticket(t.id)
     if where is None:
         raise Problem(404, "ticket not found")
@@ -70,7 +88,7 @@ def _request(state: AppState, t: TicketOf, order: Order, event: Event, holder_na
         raise _key_retired() from None
 
 
-async def reissue(state: AppState, t: TicketOf, holder_name: str, who: Principal) -> int:
+async def reissue(state: ReissueState, t: TicketOf, holder_name: str, who: Principal) -> int:
     """Re-issue ``t`` to ``holder_name``; its new version (see the module's steps)."""
     store, s = state.store, state.settings
     checked_in = await store.tickets.status(t.id) == "checked_in"
@@ -109,7 +127,7 @@ async def _send(redis: Redis, req: RenderRequest, member: str) -> None:
         await pipe.execute()
 
 
-async def sweep_reissues(state: AppState, grace_s: float) -> int:
+async def sweep_reissues(state: ReissueState, grace_s: float) -> int:
     """Send again the render of each re-issue whose api died before it did
     (its member older than ``grace_s``), if that version is still its ticket's
     newest; drop the others. How many members were handled."""

@@ -12,13 +12,13 @@ import time
 from fastapi.responses import Response
 from ticketry.documents import TicketStatus
 
+from ticketry_api.adapters.readmodel import TicketOf, ticket_status
 from ticketry_api.core import google_wallet
 from ticketry_api.core.pkpass import MEDIA_TYPE
 from ticketry_api.core.problem import Problem
 from ticketry_api.core.wallet import WalletTicket
 from ticketry_api.deps import AppState
-from ticketry_api.readmodel import TicketOf, ticket_status
-from ticketry_api.schemas import WalletLinks
+from ticketry_api.http.schemas import WalletLinks
 from ticketry_api.wallet import build_pass, kept_pass, wallet_ticket
 
 SHOWN = ("rendered", "checked_in")  # a ticket's statuses whose wallet links are given

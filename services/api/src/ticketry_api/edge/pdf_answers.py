@@ -13,10 +13,10 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from ticketry.documents import Order, TicketStatus
 from ticketry.storage import StorageUnavailable
 
+from ticketry_api.adapters.readmodel import TicketOf, order_outcome, order_ticket_statuses, ticket_status
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import AppState
-from ticketry_api.orders_read import tickets_of
-from ticketry_api.readmodel import TicketOf, order_outcome, order_ticket_statuses, ticket_status
+from ticketry_api.edge.orders_read import tickets_of
 from ticketry_api.web.joins import JoinsBusy, part_key
 from ticketry_api.web.pdfs import PART_SIZE, join_pdfs
 

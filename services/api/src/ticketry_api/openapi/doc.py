@@ -11,10 +11,10 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from ticketry.ids import new_id, ticket_id
 
-from ticketry_api.openapi_examples import add_examples
-from ticketry_api.openapi_links import add_links
-from ticketry_api.openapi_problems import add_problems
-from ticketry_api.schemas import id_pattern
+from ticketry_api.http.schemas import id_pattern
+from ticketry_api.openapi.examples import add_examples
+from ticketry_api.openapi.links import add_links
+from ticketry_api.openapi.problems import add_problems
 
 # A path parameter's name → the kind of id it holds (ticketry.ids; ``wh``: webhooks; ``dv``: scanner devices).
 PATH_IDS = {

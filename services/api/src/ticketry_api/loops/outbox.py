@@ -1,5 +1,5 @@
 """The outbox sweep: what stayed in flight past its grace is finished or
-given back (the steps are in ``ticketry_api.orders``'s docstring)."""
+given back (the steps are in ``ticketry_api.service_layer.orders``'s docstring)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,11 @@ from ticketry.codes import Keyring
 from ticketry.documents import is_placed
 from ticketry.replies import as_text
 
-from ticketry_api.orders import enqueue, give_back, held_of, now_ms
+from ticketry_api.service_layer.orders import SWEEP_BATCH, enqueue, give_back, held_of, now_ms
 from ticketry_api.store import Store
 from ticketry_api.waitingroom import rooms
 
 log = logging.getLogger(__name__)
-
-SWEEP_BATCH = 500
 
 
 async def sweep_outbox(redis: Redis, keyring: Keyring, store: Store, grace_s: float) -> int:

@@ -12,7 +12,7 @@ from ticketry.ids import is_valid_id, ticket_id
 
 from ticketry_api.core.pricing import unit_price_of
 from ticketry_api.core.problem import Problem
-from ticketry_api.schemas import OrderSummary
+from ticketry_api.http.schemas import OrderSummary
 from ticketry_api.store import Store
 
 

@@ -36,6 +36,7 @@ from ticketry.codes import InvalidCode, Keyring, Verified
 from ticketry.documents import Admission, Checkin, CheckinAttempt, CheckinList, Passage, utcnow
 from ticketry.ids import is_valid_id
 
+from ticketry_api.adapters.readmodel import TicketOf, ticket_of
 from ticketry_api.core.checkins import (
     NONCE_STALE_S,
     NONCE_WAITS,
@@ -58,7 +59,6 @@ from ticketry_api.core.checkins import (
 from ticketry_api.core.devices import scope_parts
 from ticketry_api.core.problem import Problem
 from ticketry_api.core.reissue import check_current
-from ticketry_api.readmodel import TicketOf, ticket_of
 from ticketry_api.store import Store
 
 

@@ -12,7 +12,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ticketry.auth import ORDER_SCOPE, AuthError, Principal, UnboundStaffError, verify_bearer_or_link, verify_link
 
-from ticketry_api import ratelimit
+from ticketry_api.adapters import ratelimit
 from ticketry_api.core.problem import Problem
 from ticketry_api.deps import UNBOUND_STAFF, AppState, app_state
 

@@ -35,9 +35,9 @@ from ticketry.documents import OrderState, TicketState
 from ticketry.events import DecodeError, TicketEvent, decode_ticket_event
 from ticketry.replies import Entry
 
-from ticketry_api.readmodel import completed_status
+from ticketry_api.adapters.readmodel import completed_status
+from ticketry_api.adapters.trim import trim_all
 from ticketry_api.store.tickets import Tickets
-from ticketry_api.trim import trim_all
 
 log = logging.getLogger(__name__)
 

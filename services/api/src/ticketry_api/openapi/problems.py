@@ -19,9 +19,9 @@ from fastapi import FastAPI, routing
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, Field
 
-from ticketry_api import errors
 from ticketry_api.core.problem import PROBLEM_BASE, Problem
 from ticketry_api.deps import get_state
+from ticketry_api.http import errors
 
 BLANK = "about:blank"  # RFC 9457: a problem told apart by its status alone
 Found = dict[int, set[str]]  # status → problem types

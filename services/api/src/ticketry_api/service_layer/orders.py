@@ -75,15 +75,15 @@ from ticketry.documents import Event, Order, Tier
 from ticketry.ids import is_valid_id, new_id, ticket_ids
 from ticketry.replies import as_text
 
-from ticketry_api import ratelimit
+from ticketry_api.adapters import ratelimit
+from ticketry_api.adapters.ratelimit import RateSettings
+from ticketry_api.adapters.renders import ticket_request
+from ticketry_api.adapters.replicas import ReplicaSettings, replicated
 from ticketry_api.core import orders as rules
 from ticketry_api.core.names import NAMES_INLINE, NameLimits, busy, check_count, check_names
 from ticketry_api.core.pricing import unit_price_of
 from ticketry_api.core.problem import Problem
-from ticketry_api.ratelimit import RateSettings
-from ticketry_api.renders import ticket_request
-from ticketry_api.replicas import ReplicaSettings, replicated
-from ticketry_api.schemas import OrderIn
+from ticketry_api.http.schemas import OrderIn
 from ticketry_api.store import Store
 
 log = logging.getLogger(__name__)
@@ -345,6 +345,7 @@ async def _replay(redis: Redis, order: Order, digest: str, principal: Principal 
 
 
 REPLAY_WAITS = 40  # x 50 ms: a replayed key waits at most ~2 s for its first request
+SWEEP_BATCH = 500  # in-flight members an outbox sweep (orders, re-issues) reads at a time
 
 
 def now_ms() -> int:
