@@ -104,8 +104,9 @@ async def rooms(redis: Redis) -> list[dict[str, Any]]:
     return out
 
 
-async def collect(redis: Redis) -> dict[str, Any]:
-    """Everything ``status`` shows, as one JSON-able dict."""
+async def collect(redis: Redis, decisions: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """Everything ``status`` shows, as one JSON-able dict (``decisions``: the
+    scaler's newest decisions when the caller has read them already)."""
     info = {name: await stream_info(redis, name) for name in WATCHED_STREAMS}
     render_groups = [info[lane]["groups"].get(streams.RENDERERS_GROUP, {}) for lane in streams.RENDER_LANES]
     leader_raw = await redis.get(streams.SCALER_LEADER)
@@ -115,7 +116,7 @@ async def collect(redis: Redis) -> dict[str, Any]:
         leader = {"leader": holder, "token": int(token) if token.isdigit() else None,
                   "ttl_ms": int(await redis.pttl(streams.SCALER_LEADER))}  # fmt: skip
     # What the scaler wants: the replicas its newest decision set (None before any).
-    newest = await scaler_decisions(redis, 1)
+    newest = decisions[:1] if decisions is not None else await scaler_decisions(redis, 1)
     leader["desired"] = int(newest[0]["to"]) if newest and newest[0].get("to", "").isdigit() else None
     oldest: list[Any] = await redis.zrange(streams.ORDERS_IN_FLIGHT, 0, 0, withscores=True)
     now_ms = time.time() * 1000
@@ -193,11 +194,12 @@ async def console(redis: Redis) -> dict[str, Any]:
     """``collect`` and what only the console shows (see the module's doc):
     ``counters`` are totals that only grow while the stack runs; the feed
     turns them into rates."""
-    s = await collect(redis)
+    decisions = await scaler_decisions(redis)
+    s = await collect(redis, decisions)
     for name, info in s["streams"].items():
         for group, g in info["groups"].items():
             g |= await group_detail(redis, name, group)
-    s["scaler_decisions"] = await scaler_decisions(redis)
+    s["scaler_decisions"] = decisions
     s["counters"] = await counters(redis, s["renderers"])
     s["heartbeat_ttl_s"] = streams.HEARTBEAT_TTL_S
     # The newest entry of each list the console loads apart: a changed one tells it to reload
