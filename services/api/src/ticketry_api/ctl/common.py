@@ -62,7 +62,7 @@ class CtlSettings(BaseSettings):
         default=None,
         description="a bearer token for the commands that go through the api (`events create`, `orders place`)",
     )
-    # As the api's (replicas.py): a re-drive or delete waits for this many replicas.
+    # As the api's (adapters/replicas.py): a re-drive or delete waits for this many replicas.
     redis_min_replicas: int = Field(
         default=0, ge=0, le=16, json_schema_extra={"unit": "replicas"},
         description="Redis replicas (0 to 16; 0: do not wait) that must acknowledge a re-drive or delete",

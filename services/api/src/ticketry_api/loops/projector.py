@@ -42,7 +42,7 @@ from ticketry_api.store.tickets import Tickets
 log = logging.getLogger(__name__)
 
 # Stream trimming piggybacks on the projector loop (one place in the api that
-# already runs forever); see ``trim.py``.
+# already runs forever); see ``adapters/trim.py``.
 TRIM_INTERVAL_S = 60.0
 
 
@@ -112,7 +112,7 @@ async def run_projector(
 ) -> None:
     """Consume ticket events until ``stop``; never dies on a bad entry or a Redis
     restart (``ticketry.consumer``). Every ``TRIM_INTERVAL_S`` it also trims the
-    streams (``trim.py``)."""
+    streams (``adapters/trim.py``)."""
     next_trim = time.monotonic() + 5.0
 
     async def trim() -> None:
