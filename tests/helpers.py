@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import io
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +74,18 @@ async def place_order(api: httpx.AsyncClient, buyer: str, event_id: str, quantit
     if "idempotency_key" in over:
         headers["Idempotency-Key"] = body.pop("idempotency_key")
     return await api.post("/v1/orders", json=body, headers=headers)
+
+
+async def honouring_retry_after(send: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
+    """``send()`` again after each 429 or 503 once its Retry-After has passed, as a
+    client that honours it does; the first other answer. Buyers of one test share
+    one address, which may have only so many bodies in transit at once (429 past
+    ``TICKETRY_MAX_SLOW_BODIES_PER_CLIENT``)."""
+    while True:
+        r = await send()
+        if r.status_code not in (429, 503):
+            return r
+        await asyncio.sleep(int(r.headers["retry-after"]))
 
 
 async def collect_progress(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -17,6 +18,7 @@ from tests.helpers import (
     bearer,
     collect_progress,
     create_event,
+    honouring_retry_after,
     place_order,
 )
 
@@ -56,19 +58,9 @@ async def test_sold_out_event_answers_409(api: httpx.AsyncClient, token: TokenFa
 async def test_concurrent_orders_never_oversell(api: httpx.AsyncClient, token: TokenFactory) -> None:
     event = await create_event(api, token("org-4", "organizer"), capacity=25)
     buyers = [token(f"rush-{i}", "buyer") for i in range(40)]
-
-    async def place(buyer: str) -> httpx.Response:
-        # The 40 share one address, which may send 16 bodies at once (429 past it,
-        # TICKETRY_MAX_SLOW_BODIES_PER_CLIENT): such a refusal is waited out as a
-        # client would, under one key (keys are per buyer), so a retry cannot make a
-        # second order.
-        while True:
-            r = await place_order(api, buyer, event["id"], 1, idempotency_key="rush-order")
-            if r.status_code not in (429, 503):
-                return r
-            await asyncio.sleep(int(r.headers["retry-after"]))
-
-    results = await asyncio.gather(*(place(b) for b in buyers))
+    # Each under one key (keys are per buyer): a retry cannot make a second order.
+    orders = (functools.partial(place_order, api, b, event["id"], 1, idempotency_key="rush-order") for b in buyers)
+    results = await asyncio.gather(*(honouring_retry_after(place) for place in orders))
     codes = sorted(r.status_code for r in results)
     assert codes.count(202) == 25 and codes.count(409) == 15
     got = (await api.get(f"/v1/events/{event['id']}", headers=bearer(buyers[0]))).json()

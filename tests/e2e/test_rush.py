@@ -20,7 +20,7 @@ from ticketry.replies import as_text
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory, stack_of_its_own
-from tests.helpers import bearer, create_event, eventually, place_order
+from tests.helpers import bearer, create_event, eventually, honouring_retry_after, place_order
 
 pytestmark = pytest.mark.e2e
 
@@ -267,10 +267,8 @@ async def follow(
 ) -> tuple[list[dict[str, Any]], int | None]:
     """Queue, follow the place's socket to its end (its admission, or sold out:
     the socket stays open then, for tickets that may come back), order with the
-    permission (retrying a 503 or 429 after its Retry-After); the messages and the
-    order's status. A 429 is waited out as a 503 is: the 200 buyers share one
-    address, which may have only so many bodies in transit at once
-    (``TICKETRY_MAX_SLOW_BODIES_PER_CLIENT``)."""
+    permission (a 503 or 429 waited out: ``honouring_retry_after``); the messages
+    and the order's status."""
     place = await join(api, tok, event_id)
     msgs: list[dict[str, Any]] = []
     async with asyncio.timeout(timeout_s):
@@ -283,11 +281,9 @@ async def follow(
         if last["type"] != "queue.admitted":
             return msgs, None
         body = {"event_id": event_id, "quantity": 1, "holder_name": "Rush Buyer", "tier": "standard"}
-        while True:
-            r = await api.post("/v1/orders", json=body, headers={**bearer(tok), "Queue-Permission": last["permission"]})
-            if r.status_code not in (429, 503):
-                return msgs, r.status_code
-            await asyncio.sleep(int(r.headers["retry-after"]))
+        headers = {**bearer(tok), "Queue-Permission": last["permission"]}
+        r = await honouring_retry_after(lambda: api.post("/v1/orders", json=body, headers=headers))
+        return msgs, r.status_code
 
 
 async def tick_rates(stack: Stack, event_id: str) -> dict[int, float]:
