@@ -322,6 +322,15 @@ def held(event_id: str, tier: str, user_id: str) -> str:
     return f"ticketry:held:{event_id}:{tier}:{user_id}"
 
 
+def ledger_baton(event_id: str) -> str:
+    """The event's ledger baton: a list of at most one entry, the head its last
+    writer appended, handed from api process to api process (``adapters.baton``)."""
+    return f"ticketry:ledger-baton:{event_id}"
+
+
+LEDGER_BATON_TTL_MS = 60_000  # an event's baton outlives its last append this long
+
+
 def renderer_heartbeat(consumer: str) -> str:
     """Heartbeat hash of one renderer process."""
     return f"{RENDERER_PREFIX}{consumer}"

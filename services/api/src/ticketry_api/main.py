@@ -25,6 +25,7 @@ from ticketry.tracing import setup_tracing
 
 from ticketry_api import mail, waitingroom, webhooks
 from ticketry_api.adapters import retention
+from ticketry_api.adapters.baton import RedisBaton
 from ticketry_api.adapters.ratelimit import RateSettings
 from ticketry_api.config import ApiSettings
 from ticketry_api.deps import AppState
@@ -79,7 +80,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         keyring = load_keyring(settings.keys_dir, create=settings.dev_mode)
         # The fonts that judge holder names load here, not in the first order.
         await asyncio.to_thread(fonts.fits, "Ticketry")
-        store = Store.create(traits)
+        store = Store.create(traits, RedisBaton(redis))  # the ledgers take turns with other apis
         mail_settings = mail.MailSettings()  # a bad mail setting fails the start
         # A missing or bad wallet file fails the start, not the first pass.
         wallet = Wallet.from_settings(WalletSettings())

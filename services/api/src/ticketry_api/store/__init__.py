@@ -60,7 +60,7 @@ from ticketry_api.store.devices import Devices
 from ticketry_api.store.endpoints import Endpoints
 from ticketry_api.store.events import EventCache
 from ticketry_api.store.fates import Fate, Fates
-from ticketry_api.store.ledger import Ledger
+from ticketry_api.store.ledger import Baton, Ledger
 from ticketry_api.store.orders import Orders, Revocations
 from ticketry_api.store.reads import POINT_READS, Reads
 from ticketry_api.store.tickets import Tickets
@@ -102,13 +102,14 @@ class Store:
     devices: Devices
 
     @classmethod
-    def create(cls, traits: StoreTraits = POINT_READS) -> Store:
+    def create(cls, traits: StoreTraits = POINT_READS, baton: Baton | None = None) -> Store:
         """The store's objects for a server with ``traits`` (the default, point
-        reads, is right on any server and cheapest on FerretDB)."""
+        reads, is right on any server and cheapest on FerretDB); ``baton``: how
+        its ledgers take turns with other processes (``ledger.Baton``; None: they race)."""
         writer, reads = Writer(), Reads(traits)
         orders = Orders(writer, reads)
         return cls(
-            writer, Ledger(writer, traits), reads, EventCache(), orders, Fates(writer), Checkins(writer),
+            writer, Ledger(writer, traits, baton), reads, EventCache(), orders, Fates(writer), Checkins(writer),
             Tickets(writer, reads), Endpoints(), Revocations(orders, Tickets.revoked_codes), Devices(),
         )  # fmt: skip
 

@@ -15,6 +15,16 @@ its own (its tag keeps it once-only).
 Each entry also carries what each tier has sold after it, so a reservation is
 checked against the event's capacity and its tier's in the same insert.
 
+Across processes (several api workers, or api hosts, selling one event) the
+race costs each entry a failed insert and a read: ~1.2 ms of api CPU per order
+with two processes on one on-sale (docs/performance-notes.md). So once this
+process has seen another append to an event (an entry lost to it, or a baton
+newer than its own head), it takes turns: a :class:`Baton` (``adapters.baton``)
+hands the event's head from writer to writer, and a writer appends after the
+head it was handed. The baton is a hint like the process's own: the unique
+``_id`` still decides, and a baton that does not come within
+``BATON_WAIT_S`` (its holder killed, none made yet) is not waited for.
+
 The head (the newest entry) is found by point reads on FerretDB (:func:`head`)
 and by one indexed query on MongoDB (:func:`newest`), as the store's traits
 say. The ledger itself is the same on both: see ``docs/decisions.md``
@@ -24,11 +34,14 @@ say. The ledger itself is the same on both: see ``docs/decisions.md``
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from prometheus_client import Counter
 from ticketry.db import StoreTraits
 from ticketry.documents import Event, Reservation
 
@@ -36,9 +49,23 @@ from ticketry_api.core.ledger import Head, batches, find_head, fit
 from ticketry_api.core.problem import Problem
 from ticketry_api.store.writer import Chain, Step, Writer, settle
 
-__all__ = ["Head", "Ledger", "head", "newest"]
+__all__ = ["Baton", "Head", "Ledger", "head", "newest"]
 
+log = logging.getLogger(__name__)
 _MAX_TRIES = 200
+BATON_WAIT_S = 0.05  # a baton held longer than this is not waited for
+CONTENDED_S = 10.0  # turns are taken this long after another process was last seen appending
+LOST = Counter("ticketry_ledger_entries_lost", "Ledger entries this api process lost to another's write")
+
+
+class Baton(Protocol):
+    """Turns at an event's ledger across processes: :meth:`take` waits up to
+    ``wait_s`` for the baton and answers the head its last holder appended
+    (None: none came); :meth:`give` hands it on with the head appended since."""
+
+    async def take(self, event_id: str, wait_s: float) -> Head | None: ...
+
+    async def give(self, event_id: str, head: Head) -> None: ...
 
 
 @dataclass(eq=False)  # compared by identity
@@ -59,6 +86,8 @@ class _EventLedger:
     writer: asyncio.Task[None] | None = None
     # the entry this process appended last: a hint, not a read
     head: Head | None = None
+    # when another process was last seen appending to this event (monotonic)
+    contended_at: float = float("-inf")
 
 
 def _entry_id(event_id: str, seq: int) -> str:
@@ -101,8 +130,9 @@ def _head_of(doc: Mapping[str, Any]) -> Head:
 class Ledger:
     """Every event's ledger writer in this process; its entries go through ``writer``."""
 
-    def __init__(self, writer: Writer, traits: StoreTraits) -> None:
+    def __init__(self, writer: Writer, traits: StoreTraits, baton: Baton | None = None) -> None:
         self.writer = writer
+        self._baton = baton
         self._indexed = traits.indexed_queries
         self._events: dict[str, _EventLedger] = {}
 
@@ -162,6 +192,28 @@ class Ledger:
             ledger.writer = None
 
     async def _append(self, event: Event, ledger: _EventLedger, wants: Sequence[_Want]) -> None:
+        """:meth:`_append_now`, holding the event's baton while another process appends to it too."""
+        baton = self._baton
+        if baton is None or time.monotonic() - ledger.contended_at > CONTENDED_S:
+            await self._append_now(event, ledger, wants)
+            return
+        try:
+            handed = await baton.take(event.id, BATON_WAIT_S)
+        except Exception:  # no baton: the race decides, as without one
+            log.warning("ledger baton not taken", exc_info=True, extra={"event_id": event.id})
+            handed = None
+        if handed is not None and (ledger.head is None or handed.seq > ledger.head.seq):
+            ledger.head, ledger.contended_at = handed, time.monotonic()  # another process appended since
+        try:
+            await self._append_now(event, ledger, wants)
+        finally:
+            if ledger.head is not None:
+                try:
+                    await baton.give(event.id, ledger.head)
+                except Exception:  # the next writer waits BATON_WAIT_S once, then makes one
+                    log.warning("ledger baton not given back", exc_info=True, extra={"event_id": event.id})
+
+    async def _append_now(self, event: Event, ledger: _EventLedger, wants: Sequence[_Want]) -> None:
         """Append one entry for ``wants`` (reservations that fit, in order; or one
         release) and settle each want: with the chain of writes that follow it
         once taken or released, None when it did not fit."""
@@ -200,6 +252,8 @@ class Ledger:
                     # or the sweep released first: idempotent success). Read by _id.
                     nxt = await col.find_one({"_id": entry.id}, {"tag": 1})
                     if nxt is not None and nxt["tag"] != tag:
+                        ledger.contended_at = time.monotonic()
+                        LOST.inc()
                         await asyncio.sleep(random.uniform(0, 0.002))  # noqa: S311 - jitter only
                         known, fresh = await self._head(event.id, known), True
                         continue
