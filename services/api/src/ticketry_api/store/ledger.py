@@ -136,6 +136,12 @@ class Ledger:
         self._indexed = traits.indexed_queries
         self._events: dict[str, _EventLedger] = {}
 
+    async def quiet(self) -> None:
+        """Wait until no event's writer is at work: the waiters are answered
+        before the baton is handed on, so an append may still be ending."""
+        while busy := [w for ledger in self._events.values() if (w := ledger.writer) is not None and not w.done()]:
+            await asyncio.wait(busy)
+
     async def sold(self, event_id: str) -> Head:
         """What the event has sold, in all and per tier."""
         hint = ledger.head if (ledger := self._events.get(event_id)) is not None else None
