@@ -44,7 +44,7 @@ async def sell_from_two_processes(stack: Stack, event_id: str, *, baton: bool) -
                 *(ledger.reserve(ev, new_id("or"), "standard", 1) for ledger in (a, b, a, b, a, b))
             )
             assert all(t is not None for t in taken)
-        await asyncio.gather(a.quiet(), b.quiet())  # the last batons handed on before Redis is closed
+        assert all(await asyncio.gather(a.quiet(60), b.quiet(60)))  # the last batons handed on before Redis closes
         return lost() - before
     finally:
         await redis.aclose()

@@ -128,6 +128,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         finally:
             stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await store.ledger.quiet(timeout_s=2)  # its last baton handed on before Redis closes
             if app.state.ticketry.pdfs is not None:
                 await app.state.ticketry.pdfs.aclose()
             await redis.aclose()

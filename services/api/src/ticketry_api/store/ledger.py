@@ -136,11 +136,17 @@ class Ledger:
         self._indexed = traits.indexed_queries
         self._events: dict[str, _EventLedger] = {}
 
-    async def quiet(self) -> None:
-        """Wait until no event's writer is at work: the waiters are answered
-        before the baton is handed on, so an append may still be ending."""
+    async def quiet(self, timeout_s: float | None = None) -> bool:
+        """Wait until no event's writer is at work (the waiters are answered
+        before the baton is handed on, so an append may still be ending), for
+        ``timeout_s`` at most; True if none is."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while busy := [w for ledger in self._events.values() if (w := ledger.writer) is not None and not w.done()]:
-            await asyncio.wait(busy)
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            await asyncio.wait(busy, timeout=left)
+        return True
 
     async def sold(self, event_id: str) -> Head:
         """What the event has sold, in all and per tier."""
