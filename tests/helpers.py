@@ -88,6 +88,17 @@ async def honouring_retry_after(send: Callable[[], Awaitable[httpx.Response]]) -
         await asyncio.sleep(int(r.headers["retry-after"]))
 
 
+def ledger_sold(entries: list[dict[str, Any]], capacity: int) -> int:
+    """What an event's ledger ``entries`` (by ``seq``) say is sold, once checked
+    to be a gap-free chain of sums (entry n is seq n and sold what n - 1 sold
+    plus its delta), each within 0 and ``capacity``."""
+    running = 0
+    for n, e in enumerate(entries, 1):
+        running += e["delta"]
+        assert (e["seq"], e["sold_after"]) == (n, running) and 0 <= running <= capacity, (n, e)
+    return running
+
+
 async def collect_progress(
     progress_url: str, token: str, *, after: str | None = "0-0", timeout_s: float = 120, stop_after: int | None = None
 ) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from ticketry_devstack.procs import Stack
 
 from tests.chaos.support import db_of, mongo_of, redis_of, wait_until
 from tests.conftest import TokenFactory
-from tests.helpers import bearer, create_event, place_order, ws_outcome
+from tests.helpers import bearer, create_event, ledger_sold, place_order, ws_outcome
 
 pytestmark = pytest.mark.e2e
 MONGODB = StoreTraits("MongoDB (as if)", indexed_queries=True)  # its forms of the reads, run on FerretDB
@@ -95,10 +95,7 @@ async def test_two_processes_racing_for_the_last_tickets_never_oversell(
         sold = (await api.get(f"/v1/events/{ev.id}", headers=bearer(token("race-org", "organizer")))).json()["sold"]
         assert sold == sold_by_api + kept_here <= capacity_
         entries = [e async for e in db_of(mongo).reservations.find({"event_id": ev.id}).sort("seq", 1)]
-        running = 0
-        for n, e in enumerate(entries, 1):
-            running += e["delta"]
-            assert (e["seq"], e["sold_after"]) == (n, running) and 0 <= running <= capacity_
+        running = ledger_sold(entries, capacity_)
         # (the head, found by _id alone, from nothing or from any entry on, or by one
         # query; one tier: it sold it all)
         want = ledger.Head(len(entries), running, {"standard": running})
