@@ -16,6 +16,7 @@ from ticketry.codes import load_keyring
 from ticketry.db import StoreTraits, connect_mongo
 from ticketry.documents import Event, Order
 from ticketry.ids import new_id, ticket_ids
+from ticketry_api.adapters.ratelimit import RateSettings
 from ticketry_api.adapters.trim import Trimmer
 from ticketry_api.core.problem import Problem
 from ticketry_api.service_layer import orders
@@ -210,6 +211,65 @@ async def test_reservation_without_order_is_released_and_the_late_order_refused(
         progress = r.json()["progress_url"].replace(r.json()["id"], orphan)
         assert await ws_outcome(f"{progress}?token={admin}") == ("closed", 4404)
         assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 5
+    finally:
+        await redis.aclose()
+        await mongo.close()
+
+
+@pytest.mark.parametrize(("capacity", "max_per_buyer", "refusal"), [(3, None, "sold out"), (10, 3, "limit per buyer")])
+async def test_a_retry_while_its_first_request_holds_the_tickets_is_told_to_retry_not_refused(
+    api: httpx.AsyncClient, token: TokenFactory, stack: Stack, capacity: int, max_per_buyer: int | None, refusal: str
+) -> None:
+    # Given a buyer whose first request with an Idempotency-Key took 3 tickets
+    # (the event's last, or all the buyer may hold), then its api died (or was
+    # cut off) before recording the order: this test plays that api, steps 1
+    # and 2 of orders.place_order
+    org = token(f"retry-org-{capacity}", "organizer")
+    tiers = [{"id": "standard", "name": "Standard", "price": "10.00", "max_per_buyer": max_per_buyer}]
+    event = await create_event(api, org, capacity=capacity, tiers=tiers)
+    mongo = await connect_mongo(stack.env["TICKETRY_MONGO_URL"], create_indexes=False)
+    redis = redis_of(stack)
+    buyer_id, key = f"retry-buyer-{capacity}", f"retry-{uuid.uuid4().hex}"
+    buyer = token(buyer_id, "buyer")
+    try:
+        ev = await Event.get(event["id"])
+        tier = ev.tier("standard") if ev is not None else None
+        assert ev is not None and tier is not None
+        first = Order(
+            id=new_id("or"), owner_id=buyer_id, event_id=ev.id, quantity=3, tier="standard",
+            holder_name="Ada Lovelace", ticket_ids=[], idempotency_key=key,
+            idem=streams.idempotency_scope(buyer_id, key), request_hash="x",
+        )  # fmt: skip
+        await orders.admit(redis, first, tier, RateSettings())
+        assert await Store.create().ledger.reserve(ev, first.id, "standard", 3)
+        assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 3
+
+        # When the buyer retries with the same key while that request is in flight
+        retry = await place_order(api, buyer, ev.id, 3, idempotency_key=key)
+
+        # Then the answer is "in progress, retry", not the refusal; the same
+        # order with another key is refused
+        assert retry.status_code == 409, retry.text
+        assert retry.json()["title"] == "order in progress" and retry.headers["retry-after"] == "1"
+        other = await place_order(api, buyer, ev.id, 3, idempotency_key=f"{key}-other")
+        assert (other.status_code, other.json()["title"]) == (409, refusal)
+
+        # And once the outbox sweep gives the first request's tickets back, the
+        # retry places the order, once
+        member = orders.member_of(first)
+        await redis.zadd(streams.ORDERS_IN_FLIGHT, {member: _ms_ago(minutes=5)})
+
+        async def swept() -> bool:
+            return await redis.zscore(streams.ORDERS_IN_FLIGHT, member) is None
+
+        await wait_until(swept, 60)
+        placed = await place_order(api, buyer, ev.id, 3, idempotency_key=key)
+        assert placed.status_code == 202, placed.text
+        again = await place_order(api, buyer, ev.id, 3, idempotency_key=key)
+        assert (again.status_code, again.json()["id"]) == (202, placed.json()["id"]) != (202, first.id)
+        assert (await api.get(f"/v1/events/{ev.id}", headers=bearer(org))).json()["sold"] == 3
+        held = await redis.get(streams.held(ev.id, "standard", buyer_id))
+        assert (int(held) if held is not None else None) == (3 if max_per_buyer else None)
     finally:
         await redis.aclose()
         await mongo.close()

@@ -64,7 +64,9 @@ the ``PROGRESS_*`` constants)
     re-issued ticket's render is a member of its own, ``<ticket id>@<version>``
     (``done_member``).
 ``ticketry:idem:{sha256 of user and key}`` (string: order id)
-    Idempotency-Key → order, set with the render requests. TTL ``IDEMPOTENCY_TTL_S``.
+    Idempotency-Key → order: noted by the key's first request at step 1 (SET NX),
+    so that a retry can tell that request is still in flight, and set to the
+    recorded order with its render requests. TTL ``IDEMPOTENCY_TTL_S``.
     Hashed from the user and the key with a separator no user id or key can
     hold (``idempotency_scope``), so no two buyers' keys can ever meet.
 ``ticketry:held:{event}:{tier}:{user}`` (integer)

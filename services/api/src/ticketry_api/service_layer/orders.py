@@ -144,7 +144,7 @@ async def place_order(
         return await _replay(redis, known, digest, principal)
     event, tier = await _sellable(store, body, gate)
     order = _new_order(principal, body, event, tier, keyring.active_kid, idempotency_key, digest)
-    await _admit(redis, order, tier, rates)
+    await admit(redis, order, tier, rates)
     try:
         await check_names_within({body.holder_name, *(body.holders or ())}, names)
         # the outbox entry outlives the primary before the store depends on it
@@ -158,6 +158,7 @@ async def place_order(
         await _give_back(redis, order, tier)
         if idempotency_key and (winner := await store.orders.by_idem(order.idem)) is not None:
             return await _replay(redis, winner, digest, principal)
+        await _unless_first_in_flight(redis, order)
         raise rules.sold_out(tier.id)
     first_dup, _ = await taken.written()
     return await record(redis, keyring, store, event, order, order_written=first_dup != 0)
@@ -169,7 +170,27 @@ async def _known_repeat(store: Store, redis: Redis, principal: Principal, idempo
     orders on FerretDB). A miss is not proof, the unique ``idem`` index is: a
     repeat the map does not know yet loses at the insert (``record``)."""
     known = await redis.get(streams.idempotency(principal.sub, idempotency_key))
-    return await store.orders.get(as_text(known)) if known is not None else None
+    order = await store.orders.get(as_text(known)) if known is not None else None
+    # The key is noted at step 1, so it may name an order the sweep gave up.
+    return order if order is not None and order.status != "abandoned" else None
+
+
+async def _unless_first_in_flight(redis: Redis, order: Order) -> None:
+    """409 "order in progress" (retry after the time given) instead of a
+    refusal when the buyer's first request with this Idempotency-Key, for the
+    same tickets, is still in flight: its api died or was cut off after step 1,
+    so what it holds (the last tickets, the buyer's ``max_per_buyer``) is
+    either its order's, which the sweep finishes, or given back by the sweep.
+    Either way the retry's answer is the first order or a new one, not a
+    refusal."""
+    if order.idempotency_key is None:
+        return
+    first = await redis.get(streams.idempotency(order.owner_id, order.idempotency_key))
+    if first is None or (first_id := as_text(first)) == order.id:
+        return
+    member = streams.in_flight_member(first_id, order.event_id, order.quantity, order.tier, order.owner_id)
+    if await redis.zscore(streams.ORDERS_IN_FLIGHT, member) is not None:
+        raise rules.still_in_progress()
 
 
 async def _sellable(store: Store, body: OrderIn, gate: Callable[[Event], Awaitable[None]] | None) -> tuple[Event, Tier]:
@@ -226,12 +247,15 @@ async def check_names_within(names: set[str], limits: NameLimits) -> None:
         raise busy(len(names), limits)
 
 
-async def _admit(redis: Redis, order: Order, tier: Tier, rates: RateSettings) -> None:
+async def admit(redis: Redis, order: Order, tier: Tier, rates: RateSettings) -> None:
     """Count the order against the buyer's rate limits (orders and tickets per
     window), note it in flight (step 1) and count its tickets against the
     buyer's ``max_per_buyer``, in one MULTI; 429 when over a rate limit, 409
     when over ``max_per_buyer``, either taking the entry and the held tickets
-    back (the rate counts stay: a refused order spent its share of the window)."""
+    back (the rate counts stay: a refused order spent its share of the window).
+    With an Idempotency-Key, the key is noted for this order unless an earlier
+    request noted it (:func:`_unless_first_in_flight`); step 4 then points it
+    at the order that was recorded."""
     scopes: list[ratelimit.Scope] = [sc for sc in ("orders", "tickets") if rates.limit(sc) > 0]
     held = streams.held(order.event_id, tier.id, order.owner_id)
     async with redis.pipeline(transaction=True) as pipe:
@@ -242,21 +266,23 @@ async def _admit(redis: Redis, order: Order, tier: Tier, rates: RateSettings) ->
         if tier.max_per_buyer is not None:
             pipe.incrby(held, order.quantity)
             pipe.expire(held, streams.HELD_TTL_S)
+        if order.idempotency_key is not None:  # a retry can tell its first request is still in flight
+            key = streams.idempotency(order.owner_id, order.idempotency_key)
+            pipe.set(key, order.id, nx=True, ex=streams.IDEMPOTENCY_TTL_S)
         replies = await pipe.execute()
-    try:
-        for i, scope in enumerate(scopes):
-            v = ratelimit.verdict(replies[3 * i : 3 * i + 3], rates.limit(scope))
-            if not v.allowed:
-                raise ratelimit.refusal(v, rates.limit(scope), rates.rate_window_s, scope)
-        if tier.max_per_buyer is not None:
-            rules.check_per_buyer(int(replies[3 * len(scopes) + 1]), tier.max_per_buyer, tier.id)
-    except Problem:
+    for i, scope in enumerate(scopes):
+        v = ratelimit.verdict(replies[3 * i : 3 * i + 3], rates.limit(scope))
+        if not v.allowed:
+            await _give_back(redis, order, tier)
+            raise ratelimit.refusal(v, rates.limit(scope), rates.rate_window_s, scope)
+    if tier.max_per_buyer is not None and (held_now := int(replies[3 * len(scopes) + 1])) > tier.max_per_buyer:
         await _give_back(redis, order, tier)
-        raise
+        await _unless_first_in_flight(redis, order)
+        rules.check_per_buyer(held_now, tier.max_per_buyer, tier.id)
 
 
 async def _give_back(redis: Redis, order: Order, tier: Tier) -> None:
-    """Undo :func:`_admit` for an order that will not exist."""
+    """Undo :func:`admit` for an order that will not exist."""
     await give_back(redis, member_of(order), held_of(order.event_id, tier, order.owner_id), order.quantity)
 
 
