@@ -17,7 +17,7 @@ from ticketry import fonts
 from ticketry.codes import load_keyring
 from ticketry.db import connect_mongo, create_indexes_for, ensure_groups, store_traits
 from ticketry.redis_ha import check_primary
-from ticketry.runtime import freeze_startup_heap
+from ticketry.runtime import METRICS_DIR_ENV, freeze_startup_heap
 from ticketry.settings import load_settings
 from ticketry.tasks import pause
 from ticketry.telemetry import setup_logging
@@ -34,7 +34,7 @@ from ticketry_api.loops.outbox import sweep_outbox
 from ticketry_api.loops.projector import run_projector
 from ticketry_api.middleware.bodies import BodyDeadline, BodyLimit
 from ticketry_api.middleware.budget import DependencyBudget
-from ticketry_api.middleware.metrics import MULTIPROC_ENV, RequestMetrics, mark_process
+from ticketry_api.middleware.metrics import RequestMetrics, mark_process
 from ticketry_api.middleware.security import CorsSettings, SecurityHeaders
 from ticketry_api.middleware.shedding import OrderGate, OrderSlots, Shedding, bounded_redis
 from ticketry_api.openapi import doc as openapi_doc
@@ -219,15 +219,15 @@ def _shared_metrics() -> Iterator[None]:
     by any of them sums them all (``middleware.metrics.exposition``); set before
     the first worker is spawned, removed after the last exits. One the operator
     set (``PROMETHEUS_MULTIPROC_DIR``) is used as is, and kept."""
-    if os.environ.get(MULTIPROC_ENV):
+    if os.environ.get(METRICS_DIR_ENV):
         yield
         return
     with tempfile.TemporaryDirectory(prefix="ticketry-api-metrics-") as path:
-        os.environ[MULTIPROC_ENV] = path
+        os.environ[METRICS_DIR_ENV] = path
         try:
             yield
         finally:
-            del os.environ[MULTIPROC_ENV]
+            del os.environ[METRICS_DIR_ENV]
 
 
 def _serve(settings: ApiSettings, app: FastAPI | str, *, factory: bool = False, processes: int | None = None) -> None:

@@ -21,12 +21,11 @@ from ticketry import designs, streams
 from ticketry.db import connect_redis, ensure_groups
 from ticketry.redis_ha import check_primary, primary_connection_class, sentinel_options
 from ticketry.replies import Entry
-from ticketry.runtime import freeze_startup_heap
+from ticketry.runtime import freeze_startup_heap, metrics_dir
 from ticketry.settings import load_settings
 from ticketry.telemetry import setup_logging
 from ticketry.tracing import setup_tracing
 
-from ticketry_renderer import metrics
 from ticketry_renderer.claims import ClaimLoop
 from ticketry_renderer.config import RendererSettings
 from ticketry_renderer.handlers import BatchPipeline
@@ -46,7 +45,7 @@ class MetricsServer:
     def start_once(self) -> None:
         # Under the scaler our values go to its directory and it serves them
         # (forked renderers would all want one port); alone, a port of our own.
-        if self.started or not self.settings.metrics_port or metrics.multiprocess():
+        if self.started or not self.settings.metrics_port or metrics_dir() is not None:
             return
         start_http_server(self.settings.metrics_port, addr=self.settings.metrics_host)
         self.started = True

@@ -26,13 +26,11 @@ every renderer is the number of tickets, never the number of renders.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
 from prometheus_client import Counter, Histogram
-from prometheus_client import values as _values
 from ticketry import emit, streams
 
 LANES: Final = {streams.RENDER_VIP: "vip", streams.RENDER_STD: "standard"}
@@ -85,10 +83,3 @@ def count_final(stream: str, commands: Sequence[tuple[Sequence[Any], Any]], resu
         TICKETS_RENDERED.labels(lane).inc(rendered)
     if failed := outcomes.count("failed"):
         TICKETS_FAILED.labels(lane).inc(failed)
-
-
-def multiprocess() -> bool:
-    """True when this process keeps its values in ``PROMETHEUS_MULTIPROC_DIR``
-    for a parent to serve (it then serves no port of its own)."""
-    mmaped = bool(getattr(_values.ValueClass, "_multiprocess", False))
-    return mmaped and bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))

@@ -41,6 +41,7 @@ from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 from redis.asyncio import Redis
 from ticketry import streams
+from ticketry.runtime import METRICS_DIR_ENV
 
 from ticketry_scaler import observe
 from ticketry_scaler.policy import LaneBacklog, lane_lag
@@ -59,8 +60,6 @@ DRAIN = Gauge("ticketry_scaler_drain_estimate_seconds", "Backlog ÷ (running × 
 LEADER = Gauge("ticketry_scaler_leader", "1 while this instance holds the scaler lock")
 DECISIONS = Counter("ticketry_scaler_decisions", "Replica changes decided", ["direction"])
 RESTARTS = Counter("ticketry_scaler_renderer_restarts", "Renderer processes restarted after exiting")
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,13 +255,13 @@ def renderers_dir() -> Path:
     Call before the backend is built. This process's own metrics stay in
     memory: ``prometheus_client`` chose that when it was imported."""
     path = Path(tempfile.mkdtemp(prefix="ticketry-renderer-metrics-"))
-    os.environ[MULTIPROC_ENV] = str(path)
+    os.environ[METRICS_DIR_ENV] = str(path)
     return path
 
 
 def remove_renderers_dir(path: Path) -> None:
-    if os.environ.get(MULTIPROC_ENV) == str(path):
-        del os.environ[MULTIPROC_ENV]
+    if os.environ.get(METRICS_DIR_ENV) == str(path):
+        del os.environ[METRICS_DIR_ENV]
     shutil.rmtree(path, ignore_errors=True)
 
 

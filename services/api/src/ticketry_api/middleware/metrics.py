@@ -27,10 +27,10 @@ import time
 from typing import Final, get_args
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
-from prometheus_client import values as _values
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ticketry.auth import bearer_of
+from ticketry.runtime import metrics_dir
 from ticketry.settings import is_loopback_host
 
 from ticketry_api.core.checkins import Outcome
@@ -68,17 +68,6 @@ def mark_process() -> None:
     PROCESSES.set(1)
 
 
-MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own name
-
-
-def shared_dir() -> str | None:
-    """The directory this process keeps its values in for its peers to sum
-    (``PROMETHEUS_MULTIPROC_DIR``, set by the supervisor of several workers), or None."""
-    if not getattr(_values.ValueClass, "_multiprocess", False):
-        return None
-    return os.environ.get(MULTIPROC_ENV) or None
-
-
 _LIVE_FILE = re.compile(r"gauge_live\w+_(\d+)\.db$")
 
 
@@ -96,7 +85,7 @@ def _forget_dead(path: str) -> None:
 def exposition() -> bytes:
     """What ``/metrics`` answers: this process's registry, or, with several
     workers, every worker's values summed plus which process answered."""
-    path = shared_dir()
+    path = metrics_dir()
     if path is None:
         return generate_latest(REGISTRY)
     _forget_dead(path)
