@@ -15,6 +15,8 @@ import orjson
 import pypdfium2
 import websockets
 import zxingcpp
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from pymongo import MongoClient
 from ticketry_devstack.procs import Proc, Stack, ferretdb_proc, free_port, tool, wait_port
 
@@ -31,6 +33,32 @@ async def ws_outcome(url: str) -> tuple[str, int | None]:
             return str(msg["type"]), None
     except websockets.ConnectionClosed as exc:
         return "closed", exc.rcvd.code if exc.rcvd else None
+
+
+def metric_samples(text: str, name: str, **labels: str) -> list[Sample]:
+    """The samples named ``name`` (no labels in it: those go in ``labels``) in
+    a ``/metrics`` ``text`` whose labels include ``labels`` (parsed as
+    Prometheus does, not by line prefixes)."""
+    assert "{" not in name, name
+    return [
+        s
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and labels.items() <= s.labels.items()
+    ]
+
+
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    """The sum of :func:`metric_samples`: 0 when there is none (a counter not
+    counted yet is absent)."""
+    return sum(s.value for s in metric_samples(text, name, **labels))
+
+
+def metric_one(text: str, name: str, **labels: str) -> float:
+    """The value of the one sample :func:`metric_samples` finds (asserted)."""
+    found = metric_samples(text, name, **labels)
+    assert len(found) == 1, (name, labels, found, text[:2000])
+    return found[0].value
 
 
 async def eventually(check: Any, what: str, timeout_s: float = 120, *, interval_s: float = 0.2) -> Any:
@@ -147,11 +175,10 @@ def serving(make: Callable[[int], Proc]) -> Iterator[int]:
 @contextlib.contextmanager
 def ferretdb_client(data_dir: Path) -> Iterator[MongoClient[dict[str, Any]]]:
     """A FerretDB of our build of its own, on ``data_dir``, and a client of it."""
-    with (
-        serving(lambda port: ferretdb_proc(data_dir, port)) as port,
-        MongoClient(f"mongodb://127.0.0.1:{port}/") as client,
-    ):
-        yield client
+    with serving(lambda port: ferretdb_proc(data_dir, port)) as port:
+        client: MongoClient[dict[str, Any]] = MongoClient(f"mongodb://127.0.0.1:{port}/")
+        with client:
+            yield client
 
 
 async def checkin_list(

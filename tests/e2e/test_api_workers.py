@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 from pathlib import Path
 
@@ -15,15 +14,12 @@ import pytest
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory, stack_of_its_own
-from tests.helpers import bearer, create_event, eventually, place_order, wait_rendered
+from tests.helpers import bearer, create_event, eventually, metric_one, metric_samples, place_order, wait_rendered
 
 pytestmark = pytest.mark.e2e
 
 WAIT_S = 120  # a bound on a hang, far above need
 ORDERS = 12
-PID = re.compile(r'^ticketry_api_process_info\{pid="(\d+)"\} 1\.0$', re.M)
-ACCEPTED = re.compile(r'^ticketry_orders_total\{outcome="accepted"\} ([0-9.e+]+)$', re.M)
-PROCESSES = re.compile(r"^ticketry_api_processes ([0-9.e+]+)$", re.M)
 
 
 def workers_of(stack: Stack) -> set[int]:
@@ -53,18 +49,13 @@ def gone(pid: int) -> bool:
         return True
 
 
-def value(pattern: re.Pattern[str], text: str) -> float:
-    found = pattern.search(text)
-    assert found is not None, (pattern.pattern, text[:2000])
-    return float(found.group(1))
-
-
 async def scrape(stack: Stack) -> tuple[int, str]:
     """A scrape on a new connection: the pid of the worker that answered it, and its text."""
     async with httpx.AsyncClient(base_url=stack.api_url, timeout=30) as fresh:
         r = await fresh.get("/metrics")
     assert r.status_code == 200, r.text
-    return int(value(PID, r.text)), r.text
+    (info,) = metric_samples(r.text, "ticketry_api_process_info")
+    return int(info.labels["pid"]), r.text
 
 
 async def serving_pid(stack: Stack) -> int:
@@ -79,7 +70,10 @@ async def sums_from_each(stack: Stack, pids: set[int]) -> dict[int, tuple[float,
 
     async def each_answered() -> bool:
         pid, text = await scrape(stack)
-        answered[pid] = (value(ACCEPTED, text), value(PROCESSES, text))
+        answered[pid] = (
+            metric_one(text, "ticketry_orders_total", outcome="accepted"),
+            metric_one(text, "ticketry_api_processes"),
+        )
         return pids <= set(answered)
 
     await eventually(each_answered, f"each of {pids} answering a scrape", WAIT_S, interval_s=0.05)

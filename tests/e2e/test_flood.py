@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -30,7 +29,7 @@ from ticketry_devstack.haproxy import LbSettings, start_lb
 from ticketry_devstack.procs import Stack, free_port
 
 from tests.conftest import TokenFactory
-from tests.helpers import create_event, eventually, place_order, wait_rendered
+from tests.helpers import create_event, eventually, metric_one, place_order, wait_rendered
 
 pytestmark = [pytest.mark.e2e]
 
@@ -105,13 +104,10 @@ def _order_request(host: str, port: int, event_id: str, tok: str) -> bytes:
     return head.encode() + body
 
 
-_GAUGE = re.compile(r"^(ticketry_orders_inflight|ticketry_orders_queued) (\S+)$", re.M)
-
-
 async def _gauges(api: httpx.AsyncClient) -> dict[str, float]:
     """The api's own in-flight and queued order gauges (its /metrics, read on loopback)."""
     text = (await api.get("/metrics")).text
-    return {name: float(v) for name, v in _GAUGE.findall(text)}
+    return {name: metric_one(text, name) for name in ("ticketry_orders_inflight", "ticketry_orders_queued")}
 
 
 @pytest.mark.timeout(600)

@@ -18,7 +18,7 @@ import pytest
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory, stack_of_its_own
-from tests.helpers import create_event, eventually, place_order, wait_rendered
+from tests.helpers import create_event, eventually, metric_sum, place_order, wait_rendered
 
 pytestmark = pytest.mark.e2e
 
@@ -102,7 +102,7 @@ async def slow_post(port: int, path: str, token: str | None, source: str, trickl
 
 async def metric(api: httpx.AsyncClient, name: str) -> float:
     text = (await api.get("/metrics")).text
-    return sum(float(line.split()[-1]) for line in text.splitlines() if line.split(" ")[0] == name)
+    return metric_sum(text, name)
 
 
 def _problem(answer: Answer, status: int) -> None:

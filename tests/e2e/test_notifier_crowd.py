@@ -10,7 +10,6 @@ every snapshot is in. Generous deadlines, no timing asserts (timings: bench.crow
 from __future__ import annotations
 
 import asyncio
-import re
 import resource
 import shutil
 from pathlib import Path
@@ -21,7 +20,7 @@ import orjson
 import websockets
 
 from tests.conftest import TokenFactory, make_stack
-from tests.helpers import create_event, place_order
+from tests.helpers import create_event, metric_one, place_order
 
 BUYERS = 250
 SOCKETS_PER_BUYER = 4  # within the default bound per buyer (16)
@@ -38,9 +37,7 @@ def raise_open_files_limit(want: int) -> None:
 async def gauge(notifier_url: str) -> float:
     async with httpx.AsyncClient(timeout=30) as client:
         text = (await client.get(notifier_url.replace("ws://", "http://") + "/metrics")).text
-    m = re.search(r"^ticketry_websocket_connections ([0-9.e+]+)$", text, re.MULTILINE)
-    assert m is not None, "no ticketry_websocket_connections on the notifier's /metrics"
-    return float(m.group(1))
+    return metric_one(text, "ticketry_websocket_connections")
 
 
 async def test_a_thousand_sockets_at_once_all_get_snapshot_and_completion(tmp_path: Path, token: TokenFactory) -> None:

@@ -12,12 +12,11 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 from ticketry_devstack.procs import Stack, free_port, wait_port
 from ticketry_renderer.config import RendererSettings
 
 from tests.conftest import TokenFactory, make_stack
-from tests.helpers import create_event, eventually, place_order, wait_rendered
+from tests.helpers import create_event, eventually, metric_sum, place_order, wait_rendered
 
 pytestmark = pytest.mark.e2e
 
@@ -44,12 +43,7 @@ async def rendered_total(client: httpx.AsyncClient, port: int) -> float:
     """``ticketry_tickets_rendered_total`` of that port, every lane."""
     r = await client.get(f"http://127.0.0.1:{port}/metrics")
     assert r.status_code == 200, r.text
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(r.text)
-        for s in family.samples
-        if s.name == "ticketry_tickets_rendered_total"
-    )
+    return metric_sum(r.text, "ticketry_tickets_rendered_total")
 
 
 @pytest.mark.timeout(300)

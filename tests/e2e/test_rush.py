@@ -20,7 +20,7 @@ from ticketry.replies import as_text
 from ticketry_devstack.procs import Stack
 
 from tests.conftest import TokenFactory, stack_of_its_own
-from tests.helpers import bearer, create_event, eventually, honouring_retry_after, place_order
+from tests.helpers import bearer, create_event, eventually, honouring_retry_after, metric_sum, place_order
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +48,7 @@ async def bapi(bounded: Stack) -> AsyncIterator[httpx.AsyncClient]:
 
 async def shed_total(api: httpx.AsyncClient) -> float:
     text = (await api.get("/metrics")).text
-    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("ticketry_orders_shed_total"))
+    return metric_sum(text, "ticketry_orders_shed_total")
 
 
 async def sold(api: httpx.AsyncClient, event_id: str, tok: str) -> int:

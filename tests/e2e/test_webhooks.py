@@ -31,7 +31,7 @@ from ticketry_devstack.procs import Stack, tool
 
 from tests.chaos.support import redis_of, wait_until
 from tests.conftest import TokenFactory, stack_of_its_own
-from tests.helpers import bearer, create_event, place_order, wait_rendered
+from tests.helpers import bearer, create_event, metric_sum, place_order, wait_rendered
 
 pytestmark = pytest.mark.e2e
 
@@ -264,11 +264,9 @@ async def test_private_destinations_are_refused_by_default(api: httpx.AsyncClien
 async def dispatcher_counts(api: httpx.AsyncClient) -> tuple[float, float]:
     """``(orders read from the store, order events skipped)`` by the api's webhook dispatcher."""
     text = (await api.get("/metrics")).text
-
-    def value(name: str) -> float:
-        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(f"{name} "))
-
-    return value("ticketry_webhook_order_reads_total"), value("ticketry_webhook_orders_skipped_total")
+    return metric_sum(text, "ticketry_webhook_order_reads_total"), metric_sum(
+        text, "ticketry_webhook_orders_skipped_total"
+    )
 
 
 async def test_orders_of_events_without_endpoints_cost_no_store_read(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
 import time
 import uuid
@@ -33,7 +32,7 @@ from ticketry_api.waitingroom import rooms
 from ticketry_devstack.procs import Proc, Stack, free_port, tool, wait_port
 from websockets.typing import Subprotocol
 
-from tests.helpers import eventually
+from tests.helpers import eventually, metric_sum
 
 ENV = {
     "TICKETRY_DEV_MODE": "1",
@@ -81,12 +80,11 @@ class World:
             await self.redis.hset(key, kind.split(".")[1], eid)
         return eid
 
-    async def metric(self, name: str, base: str = "") -> float:
+    async def metric(self, name: str, base: str = "", **labels: str) -> float:
         http = (base or self.base).replace("ws://", "http://")
         async with httpx.AsyncClient(timeout=10) as client:
             text = (await client.get(f"{http}/metrics")).text
-        m = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", text, re.MULTILINE)
-        return float(m.group(1)) if m else 0.0
+        return metric_sum(text, name, **labels)
 
 
 def event(order_id: str, kind: str, n: int, total: int, reason: str | None = None) -> dict[str, str]:
@@ -370,7 +368,7 @@ async def test_a_slow_consumer_is_closed_with_where_to_resume(world: World) -> N
         all_ids = [e.decode() for e in await pipe.execute()]
 
         async def overflowed() -> bool:
-            return await world.metric('ticketry_websocket_closes_total{reason="too_slow"}') >= 1
+            return await world.metric("ticketry_websocket_closes_total", reason="too_slow") >= 1
 
         await eventually(overflowed, "the slow socket closed for overflow", 120, interval_s=0.05)
         # Then, reading at last, it finds a close that names the last id it got
