@@ -41,6 +41,7 @@ import orjson
 from ticketry_devstack.procs import Proc, ferretdb_proc, free_port, redis_proc, wait_port
 
 from bench.capacity import CLIENTS, cpu_s
+from bench.scenarios import http_post, order_requests
 
 EVENT_ID = "ev_0eba5a15176502ddacc9"
 TO_STORE = "bench:orders-to-store"
@@ -157,33 +158,17 @@ def serve(redis_port: int, http_port: int, mongo_url: str) -> None:
 
 async def buyers(http_port: int, orders: int) -> dict[int, int]:
     """``orders`` one-ticket orders from ``CLIENTS`` closed-loop buyers on kept-alive
-    connections (a bare HTTP/1.1 client, as bench.scenarios' load); answers by status."""
-    from ticketry.auth import issue_token
-    from ticketry.settings import DEV_JWT_SECRET
-
-    body = orjson.dumps({"event_id": EVENT_ID, "quantity": 1, "holder_name": "Load Buyer", "tier": "standard"})
-    requests = [
-        (
-            f"POST /v1/orders HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer "
-            f"{issue_token(f'floor-buyer-{i}', 'buyer', key=DEV_JWT_SECRET)}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        + body
-        for i in range(64)
-    ]
+    connections (bench.scenarios' bare HTTP/1.1 client); answers by status."""
+    requests = order_requests("127.0.0.1", EVENT_ID, 64)
     todo = iter(range(orders))
     answers: dict[int, int] = {}
 
     async def buyer() -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", http_port)
+        conn = await asyncio.open_connection("127.0.0.1", http_port)
         for i in todo:
-            writer.write(requests[i % len(requests)])
-            head = await reader.readuntil(b"\r\n\r\n")
-            status = int(head.split(b" ", 2)[1])
-            length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
-            await reader.readexactly(length)
+            status = await http_post(conn, requests[i % len(requests)])
             answers[status] = answers.get(status, 0) + 1
-        writer.close()
+        conn[1].close()
 
     await asyncio.gather(*(buyer() for _ in range(CLIENTS)))
     return answers

@@ -148,7 +148,21 @@ async def big_order(stack: Stack, quantity: int, probes: int) -> dict[str, Any]:
 # -- POST /v1/orders from a second process ---------------------------------------
 
 
-async def _http_post(conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], request: bytes) -> int:
+def order_requests(host: str, event_id: str, buyers: int) -> list[bytes]:
+    """A raw ``POST /v1/orders`` of one ticket for each of ``buyers`` buyers
+    (``bench-load-<i>``), for :func:`http_post`."""
+    body = orjson.dumps({"event_id": event_id, "quantity": 1, "holder_name": "Load Buyer", "tier": "standard"})
+    return [
+        (
+            f"POST /v1/orders HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token(f'bench-load-{i}', 'buyer')}"
+            f"\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        + body
+        for i in range(buyers)
+    ]
+
+
+async def http_post(conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], request: bytes) -> int:
     """One HTTP/1.1 request on a kept-alive connection; the response's status."""
     reader, writer = conn
     writer.write(request)
@@ -173,15 +187,7 @@ def _post_load(
     latencies and the seconds from the first request due to the last answer
     (the process's own start-up is not the api's time)."""
     host, _, port = api_url.removeprefix("http://").partition(":")
-    body = orjson.dumps({"event_id": event_id, "quantity": 1, "holder_name": "Load Buyer", "tier": "standard"})
-    requests = [
-        (
-            f"POST /v1/orders HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token(f'bench-load-{i}', 'buyer')}"
-            f"\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        + body
-        for i in range(buyers)
-    ]
+    requests = order_requests(host, event_id, buyers)
 
     async def run() -> tuple[list[float], float]:
         lat: list[float] = []
@@ -192,7 +198,7 @@ def _post_load(
         async def one(i: int, due: float) -> None:
             conn = await pool.get()
             try:
-                ok = await asyncio.wait_for(_http_post(conn, requests[i % buyers]), 10) == 202
+                ok = await asyncio.wait_for(http_post(conn, requests[i % buyers]), 10) == 202
             except (OSError, ValueError, IndexError, TimeoutError, asyncio.IncompleteReadError):
                 ok = False  # a timeout counts as refused, not as a crashed run
                 conn[1].close()
