@@ -105,8 +105,9 @@ return removed
 """
 
 
-def member_of(order: Order) -> str:
-    return streams.in_flight_member(order.id, order.event_id, order.quantity, order.tier, order.owner_id)
+def member_of(order: Order, order_id: str | None = None) -> str:
+    """``order``'s in-flight member (under ``order_id``: an earlier attempt's at the same tickets)."""
+    return streams.in_flight_member(order_id or order.id, order.event_id, order.quantity, order.tier, order.owner_id)
 
 
 def held_of(event_id: str, tier: Tier, owner: str | None) -> str | None:
@@ -188,8 +189,7 @@ async def _unless_first_in_flight(redis: Redis, order: Order) -> None:
     first = await redis.get(streams.idempotency(order.owner_id, order.idempotency_key))
     if first is None or (first_id := as_text(first)) == order.id:
         return
-    member = streams.in_flight_member(first_id, order.event_id, order.quantity, order.tier, order.owner_id)
-    if await redis.zscore(streams.ORDERS_IN_FLIGHT, member) is not None:
+    if await redis.zscore(streams.ORDERS_IN_FLIGHT, member_of(order, first_id)) is not None:
         raise rules.still_in_progress()
 
 
@@ -275,10 +275,14 @@ async def admit(redis: Redis, order: Order, tier: Tier, rates: RateSettings) -> 
         if not v.allowed:
             await _give_back(redis, order, tier)
             raise ratelimit.refusal(v, rates.limit(scope), rates.rate_window_s, scope)
-    if tier.max_per_buyer is not None and (held_now := int(replies[3 * len(scopes) + 1])) > tier.max_per_buyer:
+    if tier.max_per_buyer is None:
+        return
+    try:
+        rules.check_per_buyer(int(replies[3 * len(scopes) + 1]), tier.max_per_buyer, tier.id)
+    except Problem:
         await _give_back(redis, order, tier)
         await _unless_first_in_flight(redis, order)
-        rules.check_per_buyer(held_now, tier.max_per_buyer, tier.id)
+        raise
 
 
 async def _give_back(redis: Redis, order: Order, tier: Tier) -> None:
