@@ -71,7 +71,7 @@ from redis.asyncio import Redis
 from ticketry import fonts, streams
 from ticketry.auth import Principal
 from ticketry.codes import Keyring
-from ticketry.documents import Event, Order, Tier
+from ticketry.documents import Event, Order, Tier, is_placed
 from ticketry.ids import is_valid_id, new_id, ticket_ids
 from ticketry.replies import as_text
 
@@ -173,7 +173,7 @@ async def _known_repeat(store: Store, redis: Redis, principal: Principal, idempo
     known = await redis.get(streams.idempotency(principal.sub, idempotency_key))
     order = await store.orders.get(as_text(known)) if known is not None else None
     # The key is noted at step 1, so it may name an order the sweep gave up.
-    return order if order is not None and order.status != "abandoned" else None
+    return order if order is not None and is_placed(order.status) else None
 
 
 async def _unless_first_in_flight(redis: Redis, order: Order) -> None:
